@@ -1,0 +1,210 @@
+"""Records shared by both wirings: crawl spec, frontier batches, fetch outcomes, pages, URL states.
+
+All are ``msgspec.Struct`` so that encoding is fast and the JSON Schema published in
+``schemas/json/`` is derived from the very classes the code uses. Every wire record carries ``v``,
+the schema version; readers reject versions they do not know.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+
+class TerminalState(enum.StrEnum):
+    """The one final state recorded for every URL admitted to the frontier."""
+
+    FETCHED = "fetched"
+    ROBOTS_DENIED = "robots_denied"
+    OUT_OF_SCOPE = "out_of_scope"
+    SKIPPED_CONTENT_TYPE = "skipped_content_type"
+    TOO_LARGE = "too_large"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    # A redirect led to a page this crawl already has: no second fetch, no second page.
+    DUPLICATE = "duplicate"
+
+
+CrawlRunState = Literal["running", "paused", "stopped"]
+
+DEFAULT_USER_AGENT = "streamcrawl/0.1 (+https://github.com/streamcrawl/streamcrawl)"
+DEFAULT_STRIP_PARAMS = ("utm_*", "gclid", "fbclid", "dclid", "msclkid", "mc_eid", "_hsenc")
+DEFAULT_CONTENT_TYPES = ("text/html", "application/xhtml+xml")
+
+
+class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything that defines one crawl; published on the ``control`` topic keyed by crawl id."""
+
+    v: int = SCHEMA_VERSION
+    crawl_id: str
+    seeds: tuple[str, ...] = ()
+    # Scope. Empty allow_hosts and allow_domains means: the seeds' hosts ("www." ignored).
+    allow_hosts: tuple[str, ...] = ()
+    allow_domains: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_depth: int | None = None
+    max_pages: int | None = None
+    # Trap guards.
+    max_url_length: int = 2048
+    max_path_depth: int = 32
+    max_segment_repeats: int = 3
+    # Canonicalization.
+    strip_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
+    sort_query: bool = True
+    fold_trailing_slash: bool = False
+    # Politeness.
+    delay: float = 1.0
+    per_origin_concurrency: int = 1
+    max_crawl_delay: float = 30.0
+    max_backoff: float = 300.0
+    # Robots and page directives.
+    user_agent: str = DEFAULT_USER_AGENT
+    obey_robots: bool = True
+    robots_ttl: float = 86400.0
+    robots_error_ttl: float = 300.0
+    honor_nofollow: bool = True
+    honor_noindex: bool = True
+    honor_x_robots_tag: bool = True
+    # Fetching.
+    max_body: int = 10 * 1024 * 1024
+    timeout: float = 30.0
+    connect_timeout: float = 10.0
+    retries: int = 2
+    max_redirects: int = 5
+    content_types: tuple[str, ...] = DEFAULT_CONTENT_TYPES
+    store_bodies: bool = False
+    state: CrawlRunState = "running"
+
+
+class UrlRef(msgspec.Struct, frozen=True, array_like=False):
+    """A discovered URL: its text (canonical when the sender canonicalized it), depth, parent."""
+
+    url: str
+    depth: int
+    parent: str | None = None
+
+
+class FrontierBatch(msgspec.Struct, frozen=True, kw_only=True):
+    """URLs for ONE origin, sent to the frontier keyed by that origin."""
+
+    v: int = SCHEMA_VERSION
+    crawl_id: str
+    origin: str
+    urls: tuple[UrlRef, ...]
+
+
+class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One URL waiting in its origin's durable FIFO queue."""
+
+    crawl_id: str
+    url: str
+    depth: int
+    parent: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+
+
+OutcomeKind = Literal["page", "robots"]
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of one fetch attempt, applied by the frontier (the single state writer).
+
+    ``state`` is a terminal state, or ``"retry"`` when the attempt failed and may be retried.
+    ``seq`` identifies the queue entry that was fetched (robots outcomes have ``seq = -1``).
+    ``backoff`` tells the frontier to back the origin off (429/503, 5xx, timeouts).
+    """
+
+    v: int = SCHEMA_VERSION
+    crawl_id: str
+    origin: str
+    kind: OutcomeKind
+    seq: int
+    url: str
+    state: str
+    depth: int = 0
+    attempts: int = 1
+    status: int | None = None
+    error: str | None = None
+    retry_after: float | None = None
+    backoff: bool = False
+    started_at: float
+    finished_at: float
+    final_url: str | None = None
+    robots_body: str | None = None
+    robots_status: int | None = None
+
+
+class Page(msgspec.Struct, frozen=True, kw_only=True):
+    """A fetched page, published on the ``pages`` topic and written by the sinks."""
+
+    v: int = SCHEMA_VERSION
+    crawl_id: str
+    url: str
+    final_url: str
+    origin: str
+    status: int
+    headers: dict[str, str]
+    content_type: str | None
+    charset: str | None
+    title: str | None
+    depth: int
+    fetched_at: float
+    elapsed_ms: float
+    body_sha256: str
+    body_bytes: int
+    outlinks: int
+    canonical: str | None = None
+    noindex: bool = False
+    redirects: tuple[str, ...] = ()
+    body: str | None = None
+
+
+class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """The terminal state of one URL of one crawl."""
+
+    v: int = SCHEMA_VERSION
+    crawl_id: str
+    url: str
+    origin: str
+    state: TerminalState
+    depth: int
+    attempts: int = 0
+    status: int | None = None
+    last_error: str | None = None
+    final_url: str | None = None
+    updated_at: float
+
+
+class OriginState(msgspec.Struct, kw_only=True):
+    """Per-origin frontier state: queue bounds, timing, backoff and the cached robots.txt.
+
+    Pending entries live at ``[head, tail)`` keyed by (origin, seq). ``next_fetch_at`` is the
+    earliest time the next request to this origin may start (epoch seconds).
+    """
+
+    origin: str
+    head: int = 0
+    tail: int = 0
+    next_fetch_at: float = 0.0
+    failures: int = 0
+    backoff_until: float = 0.0
+    robots_status: int | None = None
+    robots_body: str | None = None
+    robots_expires: float = 0.0
+    fetched: int = 0
+    errors: int = 0
+
+
+WIRE_RECORDS: dict[str, type[msgspec.Struct]] = {
+    "control": CrawlPolicy,
+    "frontier": FrontierBatch,
+    "outcomes": Outcome,
+    "pages": Page,
+    "url_status": UrlStatus,
+}

@@ -1,0 +1,1 @@
+"""Wiring: settings, CLI, the embedded runner and the Faust app. No crawl logic lives here."""

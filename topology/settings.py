@@ -1,0 +1,126 @@
+"""Process settings: one frozen object, built once from flags then ``STREAMCRAWL_*`` environment.
+
+Per-crawl behaviour (scope, delay, robots...) is not here: it is a ``schemas.records.CrawlPolicy``
+published with the crawl. These settings say where the services are and how big the worker is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agents.errors import ConfigError
+
+ENV_PREFIX = "STREAMCRAWL_"
+
+
+class Settings(BaseSettings):
+    """Where Kafka, Cassandra and the state live, and how much one worker may do at once."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", validate_default=True
+    )
+
+    kafka_bootstrap: str = Field(
+        "127.0.0.1:9092", description="Kafka bootstrap servers, comma-separated host:port."
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="Kafka security protocol."
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism when the protocol is SASL_*."
+    )
+    kafka_sasl_username: str | None = Field(None, description="SASL user name.")
+    kafka_sasl_password: SecretStr | None = Field(None, description="SASL password.")
+    kafka_ssl_cafile: Path | None = Field(None, description="CA bundle to verify the brokers.")
+    topic_prefix: str = Field(
+        "streamcrawl", pattern=r"^[A-Za-z0-9._-]{1,100}$", description="Prefix of every topic."
+    )
+    partitions: int = Field(
+        12, ge=1, le=10000, description="Partition count of every topic (the worker ceiling)."
+    )
+    replication_factor: int = Field(1, ge=1, le=16, description="Replication of created topics.")
+    standby_replicas: int = Field(
+        1, ge=0, le=8, description="Faust table standby replicas (fast failover)."
+    )
+    cassandra_hosts: str = Field(
+        "127.0.0.1:9042", description="Cassandra contact points, comma-separated host[:port]."
+    )
+    cassandra_keyspace: str = Field(
+        "streamcrawl", pattern=r"^[a-z][a-z0-9_]{0,47}$", description="Keyspace of the sink."
+    )
+    cassandra_replication: str = Field(
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        description="Replication map used by `admin create-schema` when creating the keyspace.",
+    )
+    cassandra_username: str | None = Field(None, description="Cassandra user name.")
+    cassandra_password: SecretStr | None = Field(None, description="Cassandra password.")
+    cassandra_local_dc: str | None = Field(None, description="Local data centre for routing.")
+    state_dir: Path = Field(Path("state"), description="Directory of RocksDB state.")
+    web_host: str = Field("0.0.0.0", description="Bind address of the worker's web port.")
+    web_port: int = Field(6066, ge=1, le=65535, description="Worker web port: health, /metrics.")
+    concurrency: int = Field(
+        64, ge=1, le=10000, description="Fetches in flight per worker, all origins together."
+    )
+    max_origins_in_memory: int = Field(
+        100_000, ge=100, description="Cap of the scheduler's in-memory origin index per worker."
+    )
+    sink_concurrency: int = Field(32, ge=1, le=1024, description="Cassandra writes in flight.")
+    sink_enabled: bool = Field(True, description="Run the Cassandra sink agent in this worker.")
+    fetch_enabled: bool = Field(True, description="Run the scheduler and fetcher in this worker.")
+    max_message_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024 * 1024, description="Max Kafka message size (pages topic)."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Log level."
+    )
+
+    @field_validator("kafka_bootstrap", "cassandra_hosts")
+    @classmethod
+    def _hosts_not_empty(cls, value: str) -> str:
+        hosts = [h.strip() for h in value.split(",") if h.strip()]
+        if not hosts:
+            raise ValueError("needs at least one host")
+        return ",".join(hosts)
+
+    def cassandra_contact_points(self) -> tuple[list[str], int]:
+        """Hosts and the (single) port of ``cassandra_hosts``; the driver takes one port."""
+        hosts, port = [], 9042
+        for item in self.cassandra_hosts.split(","):
+            host, sep, maybe_port = item.rpartition(":")
+            if sep and maybe_port.isdigit() and not host.endswith(":"):
+                hosts.append(host.strip("[]"))
+                port = int(maybe_port)
+            else:
+                hosts.append(item.strip("[]"))
+        return hosts, port
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings from ``overrides`` (flags; ``None`` values ignored), then environment.
+
+    Raises ``ConfigError`` with one line per bad value.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One readable line per problem: ``STREAMCRAWL_PARTITIONS: Input should be ... (got 'x')``."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        name = f"{ENV_PREFIX}{loc.upper()}" if loc else "settings"
+        lines.append(f"invalid setting {name} / --{loc.replace('_', '-')}: {err['msg']}")
+    return "; ".join(lines)
+
+
+def env_names() -> list[str]:
+    """Every environment variable the settings read (used by the Helm chart tests)."""
+    return [ENV_PREFIX + name.upper() for name in Settings.model_fields]
