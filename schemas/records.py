@@ -25,8 +25,11 @@ class TerminalState(enum.StrEnum):
     TOO_LARGE = "too_large"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    # A redirect led to a page this crawl already has: no second fetch, no second page.
+    # A same-origin redirect led to a URL this crawl already has: no second fetch of that page.
     DUPLICATE = "duplicate"
+    # A cross-origin redirect: the target was handed to its own origin's queue (own politeness,
+    # own robots.txt), where it gets its own terminal state.
+    REDIRECTED = "redirected"
 
 
 CrawlRunState = Literal["running", "paused", "stopped"]

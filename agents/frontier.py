@@ -1,0 +1,267 @@
+"""The frontier: dedupe, per-origin durable FIFO queues, per-origin timing and backoff.
+
+Pure logic over a ``Changes`` overlay (see ``agents.state``): the single writer (the embedded
+runner, or the Faust frontier agent) calls ``admit`` for discovered URLs and ``apply`` for fetch
+outcomes, then commits the overlay atomically. Both are idempotent: a replayed batch finds its
+URLs seen; a replayed outcome finds its queue entry gone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from agents.robots import robots_expiry
+from agents.rules import CrawlRules
+from agents.state import META, ORIGINS, PENDING, SEEN, Changes, Store
+from schemas.records import (
+    FrontierBatch,
+    OriginState,
+    Outcome,
+    QueueEntry,
+    TerminalState,
+    UrlRef,
+    UrlStatus,
+)
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode_entry = msgspec.msgpack.Decoder(QueueEntry).decode
+_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
+
+RETRY = "retry"
+
+
+def seen_key(crawl_id: str, url: str) -> bytes:
+    digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
+    return SEEN + crawl_id.encode() + b"\x00" + digest
+
+
+def pending_key(origin: str, seq: int) -> bytes:
+    return PENDING + origin.encode() + b"\x00" + seq.to_bytes(8, "big")
+
+
+def origin_key(origin: str) -> bytes:
+    return ORIGINS + origin.encode()
+
+
+def admitted_key(crawl_id: str) -> bytes:
+    return META + b"admitted\x00" + crawl_id.encode()
+
+
+def load_origin(store: Store | Changes, origin: str) -> OriginState:
+    raw = store.get(origin_key(origin))
+    return OriginState(origin=origin) if raw is None else _decode_origin(raw)
+
+
+def load_entry(store: Store | Changes, origin: str, seq: int) -> QueueEntry | None:
+    raw = store.get(pending_key(origin, seq))
+    return None if raw is None else _decode_entry(raw)
+
+
+def admitted_count(store: Store | Changes, crawl_id: str) -> int:
+    raw = store.get(admitted_key(crawl_id))
+    return 0 if raw is None else int(raw)
+
+
+def queued_entries(
+    store: Store | Changes, state: OriginState, limit: int, skip: set[int] | frozenset[int] = frozenset()
+) -> list[tuple[int, QueueEntry]]:
+    """Up to ``limit`` entries from the head of the origin's queue, skipping seqs in ``skip``."""
+    found: list[tuple[int, QueueEntry]] = []
+    seq = state.head
+    while seq < state.tail and len(found) < limit:
+        if seq not in skip:
+            entry = load_entry(store, state.origin, seq)
+            if entry is not None:
+                found.append((seq, entry))
+        seq += 1
+    return found
+
+
+@dataclass
+class Admission:
+    """What ``admit`` did with a batch."""
+
+    queued: list[tuple[int, QueueEntry]] = field(default_factory=list)
+    statuses: list[UrlStatus] = field(default_factory=list)
+    # URLs whose canonical origin differs from the batch key: re-send them keyed correctly.
+    misrouted: dict[str, list[UrlRef]] = field(default_factory=dict)
+    duplicates: int = 0
+    invalid: int = 0
+    state: OriginState | None = None
+
+
+@dataclass
+class Applied:
+    """What ``apply`` did with an outcome: terminal states to sink, the origin's new state."""
+
+    statuses: list[UrlStatus]
+    state: OriginState
+    retried: bool = False
+    replayed: bool = False
+
+
+class Frontier:
+    """Computes state changes; never commits them (the caller owns the transaction)."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.clock = clock
+        self.jitter = jitter
+
+    def admit(
+        self, ch: Changes, batch: FrontierBatch, rules: CrawlRules, *, budget: int | None
+    ) -> Admission:
+        """Dedupe, scope-check and enqueue a batch of URLs for ONE origin.
+
+        ``budget`` is how many more URLs this crawl may queue (``None``: unlimited); URLs over it
+        end ``cancelled``. Each new URL is marked seen exactly once, so it gets exactly one
+        terminal state: queued now (and a terminal state later), or ``out_of_scope``/``cancelled``.
+        """
+        result = Admission()
+        st = load_origin(ch, batch.origin)
+        now = self.clock()
+        queued = 0
+        for ref in batch.urls:
+            canon = rules.canonicalizer.try_canonicalize(ref.url)
+            if canon is None:
+                result.invalid += 1
+                continue
+            if canon.origin != batch.origin:
+                result.misrouted.setdefault(canon.origin, []).append(
+                    UrlRef(canon.url, ref.depth, ref.parent)
+                )
+                continue
+            key = seen_key(batch.crawl_id, canon.url)
+            if ch.get(key) is not None:
+                result.duplicates += 1
+                continue
+            ch.put(key, str(ref.depth).encode())
+            reason = rules.scope.check(canon.url, ref.depth)
+            if reason is None and budget is not None and queued >= budget:
+                reason = "max_pages"
+                state = TerminalState.CANCELLED
+            else:
+                state = TerminalState.OUT_OF_SCOPE
+            if reason is not None:
+                result.statuses.append(
+                    UrlStatus(
+                        crawl_id=batch.crawl_id,
+                        url=canon.url,
+                        origin=batch.origin,
+                        state=state,
+                        depth=ref.depth,
+                        last_error=reason,
+                        updated_at=now,
+                    )
+                )
+                continue
+            entry = QueueEntry(
+                crawl_id=batch.crawl_id, url=canon.url, depth=ref.depth, parent=ref.parent
+            )
+            ch.put(pending_key(batch.origin, st.tail), _encode(entry))
+            result.queued.append((st.tail, entry))
+            st.tail += 1
+            queued += 1
+        if queued:
+            ch.put(origin_key(batch.origin), _encode(st))
+            total = admitted_count(ch, batch.crawl_id) + queued
+            ch.put(admitted_key(batch.crawl_id), str(total).encode())
+        result.state = st
+        return result
+
+    def apply(self, ch: Changes, outcome: Outcome, rules: CrawlRules) -> Applied:
+        """Apply one fetch outcome: robots cache, politeness timing, backoff, retry or terminal."""
+        st = load_origin(ch, outcome.origin)
+        if outcome.kind == "robots":
+            return self._apply_robots(ch, outcome, rules, st)
+        key = pending_key(outcome.origin, outcome.seq)
+        raw = ch.get(key)
+        if raw is None:
+            return Applied([], st, replayed=True)
+        entry = _decode_entry(raw)
+        policy = rules.policy
+        self._time(st, outcome, rules)
+        if outcome.state == RETRY and entry.attempts + 1 <= policy.retries:
+            ch.put(key, _encode(msgspec.structs.replace(
+                entry, attempts=entry.attempts + 1, last_error=outcome.error
+            )))
+            if not outcome.backoff:  # still wait before the retry: exponential with jitter
+                wait = min(policy.max_backoff, max(policy.delay, 0.5) * 2**entry.attempts)
+                st.next_fetch_at = max(st.next_fetch_at, outcome.finished_at + wait)
+            ch.put(origin_key(outcome.origin), _encode(st))
+            return Applied([], st, retried=True)
+        state = TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
+        ch.delete(key)
+        if outcome.final_url and outcome.final_url != entry.url:
+            ch.put(seen_key(entry.crawl_id, outcome.final_url), str(entry.depth).encode())
+        while st.head < st.tail and ch.get(pending_key(st.origin, st.head)) is None:
+            st.head += 1
+        if state is TerminalState.FETCHED:
+            st.fetched += 1
+        ch.put(origin_key(outcome.origin), _encode(st))
+        status = UrlStatus(
+            crawl_id=entry.crawl_id,
+            url=entry.url,
+            origin=outcome.origin,
+            state=state,
+            depth=entry.depth,
+            attempts=entry.attempts + (1 if outcome.started_at > 0 else 0),
+            status=outcome.status,
+            last_error=outcome.error,
+            final_url=outcome.final_url,
+            updated_at=outcome.finished_at,
+        )
+        return Applied([status], st)
+
+    def _apply_robots(
+        self, ch: Changes, outcome: Outcome, rules: CrawlRules, st: OriginState
+    ) -> Applied:
+        failed = outcome.robots_status is None or outcome.robots_status >= 500
+        st.robots_status = outcome.robots_status
+        st.robots_body = outcome.robots_body
+        st.robots_expires = robots_expiry(outcome.robots_status, outcome.finished_at, rules.policy)
+        # After `retries` consecutive failures the origin is treated as disallowed (RFC 9309
+        # "complete disallow") for the error TTL, so its URLs end robots_denied instead of
+        # waiting forever; a later successful fetch lifts it.
+        st.failures = st.failures + 1 if failed else 0
+        if failed and st.failures <= rules.policy.retries:
+            # Retry robots.txt sooner than the error TTL, with exponential backoff.
+            wait = max(rules.policy.delay, 1.0) * 2 ** (st.failures - 1) * (0.5 + self.jitter())
+            st.robots_expires = outcome.finished_at + min(rules.policy.robots_error_ttl, wait)
+        self._time(st, outcome, rules)
+        ch.put(origin_key(outcome.origin), _encode(st))
+        return Applied([], st)
+
+    def _time(self, st: OriginState, outcome: Outcome, rules: CrawlRules) -> None:
+        """Politeness: the next request starts no earlier than start + delay, or after backoff."""
+        policy = rules.policy
+        if outcome.started_at > 0:
+            st.next_fetch_at = max(st.next_fetch_at, outcome.started_at + rules.delay(st))
+        if outcome.backoff:
+            st.errors += 1
+            if outcome.kind == "page":
+                st.failures += 1
+            base = max(policy.delay, 1.0) * 2 ** max(st.failures - 1, 0)
+            wait = min(policy.max_backoff, base * (0.5 + self.jitter()))
+            if outcome.retry_after is not None:
+                wait = max(wait, min(outcome.retry_after, policy.max_backoff))
+            st.backoff_until = outcome.finished_at + wait
+            st.next_fetch_at = max(st.next_fetch_at, st.backoff_until)
+        elif outcome.kind == "page" and outcome.state != RETRY:
+            st.failures = 0
+
+
+def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
+    """robots.txt failed (5xx/unreachable) but not yet often enough to give up on the origin."""
+    failed = st.robots_expires > 0 and (st.robots_status is None or st.robots_status >= 500)
+    return failed and st.failures <= rules.policy.retries

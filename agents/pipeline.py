@@ -1,0 +1,230 @@
+"""Carry out one dispatch: fetch robots.txt or a page, parse it, and report what happened.
+
+The report holds everything the wiring must publish: the ``Outcome`` for the frontier, the
+``Page`` for the sinks, and ONE ``FrontierBatch`` per target origin of the discovered links.
+No state is written here; the embedded runner applies reports directly, the Kafka scheduler
+sends them to topics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from agents.errors import FetchPermanent, FetchRetryable
+from agents.fetch import FetchResult, fetch
+from agents.parse import parse_html
+from agents.robots import fetch_robots, robots_url, x_robots_tag
+from agents.rules import CrawlRules
+from agents.scheduler import Dispatch
+from schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
+
+log = logging.getLogger(__name__)
+
+SeenCheck = Callable[[str, str], bool]  # (crawl id, canonical URL) -> already seen?
+
+
+@dataclass
+class Report:
+    """The result of one dispatch."""
+
+    outcome: Outcome
+    page: Page | None = None
+    batches: list[FrontierBatch] = field(default_factory=list)
+
+
+class Stages:
+    """The fetch-and-parse stage, bound to one HTTP session and a read-only seen lookup."""
+
+    def __init__(self, session: aiohttp.ClientSession, seen: SeenCheck) -> None:
+        self.session = session
+        self.seen = seen
+
+    async def run(self, d: Dispatch) -> Report:
+        """Never raises for anything a server can send; errors become outcomes."""
+        if d.kind == "robots":
+            return await self._robots(d)
+        assert d.entry is not None
+        if d.kind == "deny":
+            return Report(self._outcome(d, TerminalState.ROBOTS_DENIED, started=0.0))
+        if d.kind == "cancel":
+            return Report(
+                self._outcome(d, TerminalState.CANCELLED, started=0.0, error="crawl stopped")
+            )
+        return await self._page(d)
+
+    async def _robots(self, d: Dispatch) -> Report:
+        started = time.time()
+        status, body = await fetch_robots(self.session, d.origin, d.rules.policy)
+        outcome = Outcome(
+            crawl_id=d.rules.policy.crawl_id,
+            origin=d.origin,
+            kind="robots",
+            seq=d.seq,
+            url=robots_url(d.origin),
+            state=TerminalState.FETCHED,
+            status=status,
+            started_at=started,
+            finished_at=time.time(),
+            robots_status=status,
+            robots_body=body,
+        )
+        return Report(outcome)
+
+    async def _page(self, d: Dispatch) -> Report:
+        entry, rules = d.entry, d.rules
+        assert entry is not None
+        redirect_target: list[str] = []
+
+        def hop_check(target: str) -> str | None:
+            canon = rules.canonicalizer.try_canonicalize(target)
+            if canon is None:
+                return TerminalState.OUT_OF_SCOPE
+            if canon.origin != d.origin:
+                redirect_target.append(canon.url)
+                return TerminalState.REDIRECTED
+            if rules.scope.check(canon.url, entry.depth) is not None:
+                return TerminalState.OUT_OF_SCOPE
+            if d.robots is not None and not d.robots.allowed(canon.url, rules.policy.user_agent):
+                return TerminalState.ROBOTS_DENIED
+            if canon.url != entry.url and self.seen(entry.crawl_id, canon.url):
+                return TerminalState.DUPLICATE
+            return None
+
+        started = time.time()
+        try:
+            result = await fetch(self.session, entry.url, rules.policy, hop_check=hop_check)
+        except FetchRetryable as exc:
+            return Report(self._outcome(
+                d, "retry", started=started, status=exc.status,
+                error=f"{exc.error_class}: {exc}", retry_after=exc.retry_after, backoff=True,
+            ))
+        except FetchPermanent as exc:
+            return Report(self._outcome(
+                d, TerminalState.FAILED, started=started, status=exc.status,
+                error=f"{exc.error_class}: {exc}",
+            ))
+        final = rules.canonicalizer.try_canonicalize(result.final_url)
+        final_url = final.url if final is not None else entry.url
+        if result.stopped is not None:
+            report = Report(self._outcome(
+                d, result.stopped, started=result.started_at, status=result.status,
+                final_url=final_url,
+            ))
+            if redirect_target:
+                report.batches.append(FrontierBatch(
+                    crawl_id=entry.crawl_id,
+                    origin=rules.canonicalizer.canonicalize(redirect_target[0]).origin,
+                    urls=(UrlRef(redirect_target[0], entry.depth, entry.url),),
+                ))
+            return report
+        return self._parsed(d, result, final_url)
+
+    def _parsed(self, d: Dispatch, result: FetchResult, final_url: str) -> Report:
+        entry, rules = d.entry, d.rules
+        assert entry is not None
+        policy = rules.policy
+        directives: frozenset[str] = frozenset()
+        if policy.honor_x_robots_tag:
+            directives = x_robots_tag(result.headers, policy.user_agent)
+        title = canonical = None
+        links: list[str] = []
+        if result.text is not None:
+            parsed = parse_html(result.text, result.final_url, product_token=rules.token)
+            title, canonical = parsed.title, parsed.canonical
+            directives = directives | parsed.meta_robots
+            follow_all = not (policy.honor_nofollow and "nofollow" in directives)
+            if follow_all:
+                links = [
+                    link.href for link in parsed.links
+                    if not (link.nofollow and policy.honor_nofollow)
+                ]
+            base = parsed.base
+        else:
+            base = result.final_url
+        noindex = policy.honor_noindex and "noindex" in directives
+        batches = self._group(entry.crawl_id, rules, links, base, final_url, entry.depth + 1)
+        outlinks = sum(len(b.urls) for b in batches)
+        page = Page(
+            crawl_id=entry.crawl_id,
+            url=entry.url,
+            final_url=final_url,
+            origin=d.origin,
+            status=result.status,
+            headers=result.headers,
+            content_type=result.content_type,
+            charset=result.charset,
+            title=title,
+            depth=entry.depth,
+            fetched_at=result.started_at,
+            elapsed_ms=result.elapsed_ms,
+            body_sha256=hashlib.sha256(result.body).hexdigest(),
+            body_bytes=len(result.body),
+            outlinks=outlinks,
+            canonical=canonical,
+            noindex=noindex,
+            redirects=result.redirects,
+            body=result.text if policy.store_bodies and not noindex else None,
+        )
+        outcome = self._outcome(
+            d, TerminalState.FETCHED, started=result.started_at, status=result.status,
+            final_url=final_url,
+        )
+        return Report(outcome, page, batches)
+
+    @staticmethod
+    def _group(
+        crawl_id: str, rules: CrawlRules, hrefs: list[str], base: str, parent: str, depth: int
+    ) -> list[FrontierBatch]:
+        """Canonicalize links and group them into one batch per target origin.
+
+        Links deeper than ``max_depth`` are not sent at all: they are never admitted, so they
+        need no terminal state, and they would only cost messages.
+        """
+        max_depth = rules.policy.max_depth
+        if not hrefs or (max_depth is not None and depth > max_depth):
+            return []
+        by_origin: dict[str, list[UrlRef]] = {}
+        for canon in rules.canonicalizer.links(hrefs, base):
+            if canon.url != parent:
+                by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, depth, parent))
+        return [
+            FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
+            for origin, refs in by_origin.items()
+        ]
+
+    @staticmethod
+    def _outcome(
+        d: Dispatch,
+        state: str,
+        *,
+        started: float,
+        status: int | None = None,
+        error: str | None = None,
+        retry_after: float | None = None,
+        backoff: bool = False,
+        final_url: str | None = None,
+    ) -> Outcome:
+        assert d.entry is not None
+        return Outcome(
+            crawl_id=d.entry.crawl_id,
+            origin=d.origin,
+            kind="page",
+            seq=d.seq,
+            url=d.entry.url,
+            state=str(state),
+            depth=d.entry.depth,
+            attempts=d.entry.attempts + 1,
+            status=status,
+            error=error,
+            retry_after=retry_after,
+            backoff=backoff,
+            started_at=started,
+            finished_at=time.time(),
+            final_url=final_url,
+        )

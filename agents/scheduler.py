@@ -1,0 +1,178 @@
+"""Which origin may start which request, and when: the per-worker, in-memory politeness index.
+
+It reads frontier state but never writes it. Each origin is a ``Slot`` (as in Scrapy) holding
+its in-flight requests and the start time of the last one; a heap orders origins by the time
+they become ready. Rebuilt from the store when the wiring (re)gains ownership of origins.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agents.frontier import queued_entries, robots_unusable
+from agents.robots import RobotsRules
+from agents.rules import CrawlRules
+from agents.state import Changes, Store
+from schemas.records import OriginState, QueueEntry
+
+ROBOTS_SEQ = -1
+PAUSED_POLL = 1.0  # seconds between looks at an origin whose crawl is paused or unknown
+DispatchKind = Literal["robots", "page", "deny", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One unit of work: fetch robots.txt, fetch a page, or end an entry without a request."""
+
+    kind: DispatchKind
+    origin: str
+    seq: int
+    entry: QueueEntry | None
+    rules: CrawlRules
+    robots: RobotsRules | None = None
+
+
+@dataclass
+class Slot:
+    """Per-origin politeness: requests in flight and when the last one started."""
+
+    in_flight: set[int] = field(default_factory=set)
+    last_start: float = 0.0
+    ready_at: float = 0.0
+
+
+class Scheduler:
+    """Heap of origins by ready time, with per-origin concurrency and delay."""
+
+    def __init__(
+        self,
+        store: Store | Changes,
+        rules_for: Callable[[str], CrawlRules | None],
+        *,
+        max_origins: int = 100_000,
+    ) -> None:
+        self.store = store
+        self.rules_for = rules_for
+        self.max_origins = max_origins
+        self.slots: dict[str, Slot] = {}
+        self._states: dict[str, OriginState] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._tick = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def in_flight(self) -> int:
+        return sum(len(s.in_flight) for s in self.slots.values())
+
+    def track(self, state: OriginState, *, assumed_start: float | None = None) -> None:
+        """(Re)index an origin after its state changed. ``assumed_start`` treats the origin as
+        having just been fetched (used when ownership moves here: wait one delay first)."""
+        origin = state.origin
+        if state.head >= state.tail and not self.slots.get(origin, Slot()).in_flight:
+            self._states.pop(origin, None)
+            self.slots.pop(origin, None)
+            return
+        self._states[origin] = state
+        slot = self.slots.setdefault(origin, Slot())
+        if assumed_start is not None:
+            slot.last_start = max(slot.last_start, assumed_start)
+        self._push(origin, slot)
+
+    def forget(self, origin: str) -> None:
+        """Drop an origin (its partition was revoked); in-flight work is the caller's to end."""
+        self._states.pop(origin, None)
+        self.slots.pop(origin, None)
+
+    def origins(self) -> list[str]:
+        return list(self._states)
+
+    def next_ready_at(self) -> float | None:
+        while self._heap:
+            ready_at, _, origin = self._heap[0]
+            slot = self.slots.get(origin)
+            if origin in self._states and slot is not None and slot.ready_at == ready_at:
+                return ready_at
+            heapq.heappop(self._heap)
+        return None
+
+    def take(self, now: float, limit: int) -> list[Dispatch]:
+        """Up to ``limit`` dispatches whose time has come, marking requests started at ``now``."""
+        out: list[Dispatch] = []
+        while self._heap and self._heap[0][0] <= now and len(out) < limit:
+            ready_at, _, origin = heapq.heappop(self._heap)
+            slot = self.slots.get(origin)
+            state = self._states.get(origin)
+            if slot is None or state is None or slot.ready_at != ready_at:
+                continue  # stale heap entry
+            dispatch = self._decide(origin, state, slot, now)
+            if dispatch is None:
+                continue  # nothing to do until a dispatch of this origin ends
+            if isinstance(dispatch, float):
+                slot.ready_at = dispatch  # look again then (paused crawl, robots.txt retry)
+                heapq.heappush(self._heap, (dispatch, next(self._tick), origin))
+                continue
+            if dispatch.kind in ("robots", "page"):
+                slot.last_start = now
+            slot.in_flight.add(dispatch.seq)
+            out.append(dispatch)
+            self._push(origin, slot)
+        return out
+
+    def done(self, origin: str, seq: int, state: OriginState | None) -> None:
+        """A dispatch ended; ``state`` is the origin's state after its outcome was applied."""
+        slot = self.slots.get(origin)
+        if slot is not None:
+            slot.in_flight.discard(seq)
+        if state is not None:
+            self.track(state)
+        elif slot is not None and origin in self._states:
+            self._push(origin, slot)
+
+    def _push(self, origin: str, slot: Slot) -> None:
+        state = self._states[origin]
+        head = self._head_rules(state, slot)
+        delay = head.delay(state) if head is not None else 0.0
+        ready = max(state.next_fetch_at, state.backoff_until, slot.last_start + delay)
+        if slot.in_flight and ready < slot.last_start + delay:
+            ready = slot.last_start + delay
+        slot.ready_at = ready
+        heapq.heappush(self._heap, (ready, next(self._tick), origin))
+
+    def _head_rules(self, state: OriginState, slot: Slot) -> CrawlRules | None:
+        head = queued_entries(self.store, state, 1)
+        return self.rules_for(head[0][1].crawl_id) if head else None
+
+    def _decide(
+        self, origin: str, state: OriginState, slot: Slot, now: float
+    ) -> Dispatch | float | None:
+        """The next dispatch for a ready origin; a float: look again at that time; None: wait
+        for an in-flight dispatch of this origin to end."""
+        if ROBOTS_SEQ in slot.in_flight:
+            return None
+        entries = queued_entries(self.store, state, 1, skip=slot.in_flight)
+        if not entries:
+            return None
+        seq, entry = entries[0]
+        rules = self.rules_for(entry.crawl_id)
+        if rules is None or rules.policy.state == "paused":
+            return now + PAUSED_POLL  # the spec has not arrived yet, or the crawl is paused
+        if rules.policy.state == "stopped":
+            return Dispatch("cancel", origin, seq, entry, rules)
+        limit = rules.policy.per_origin_concurrency
+        if len(slot.in_flight) >= limit:
+            return None
+        if rules.robots_expired(state, now):
+            if slot.in_flight:
+                return None  # let in-flight pages finish before refreshing robots.txt
+            return Dispatch("robots", origin, ROBOTS_SEQ, None, rules)
+        if robots_unusable(state, rules):
+            return max(state.robots_expires, now)  # robots.txt failed: wait for its retry
+        robots = rules.robots(state)
+        if robots is not None and not robots.allowed(entry.url, rules.policy.user_agent):
+            return Dispatch("deny", origin, seq, entry, rules)
+        return Dispatch("page", origin, seq, entry, rules, robots)

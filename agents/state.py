@@ -1,0 +1,133 @@
+"""Key-value state behind the frontier: an abstract store, in-memory and RocksDB implementations.
+
+The frontier never writes directly: it computes a ``Changes`` overlay that the wiring commits
+atomically (embedded: one RocksDB write batch together with the output offsets; Kafka: Faust
+table writes inside stream iteration). Keys are bytes with a one-letter namespace prefix.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from agents.errors import StateError
+
+# Namespaces. One store holds them all; the Faust wiring maps each to its own table.
+SEEN = b"s"  # seen-set: crawl id + URL hash -> first depth
+PENDING = b"p"  # per-origin FIFO: origin + seq -> QueueEntry
+ORIGINS = b"o"  # origin -> OriginState
+META = b"m"  # crawl-level values (budgets, output offsets)
+
+Value = bytes | None  # None marks a deletion inside a change set
+
+
+class Store(abc.ABC):
+    """A byte-keyed store with atomic multi-key writes."""
+
+    @abc.abstractmethod
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or ``None`` when absent."""
+
+    @abc.abstractmethod
+    def write(self, changes: Mapping[bytes, Value]) -> None:
+        """Apply all ``changes`` atomically (``None`` deletes)."""
+
+    @abc.abstractmethod
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every key/value whose key starts with ``prefix``, in key order."""
+
+    def close(self) -> None:
+        """Release resources; the store is unusable afterwards."""
+
+
+class MemoryStore(Store):
+    """A dict: for tests and throwaway crawls."""
+
+    def __init__(self) -> None:
+        self._data: dict[bytes, bytes] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._data.get(key)
+
+    def write(self, changes: Mapping[bytes, Value]) -> None:
+        for key, value in changes.items():
+            if value is None:
+                self._data.pop(key, None)
+            else:
+                self._data[key] = value
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for key in sorted(k for k in self._data if k.startswith(prefix)):
+            yield key, self._data[key]
+
+
+class RocksStore(Store):
+    """RocksDB through rocksdict, in raw bytes mode; survives ``kill -9`` (write-ahead log)."""
+
+    def __init__(self, path: Path) -> None:
+        from rocksdict import Options, Rdict
+
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = Rdict(str(path), Options(raw_mode=True))
+        except Exception as exc:  # rocksdict raises plain Exception for lock/corruption errors
+            raise StateError(
+                f"cannot open the state in {path}: {exc}. If another streamcrawl uses it, stop "
+                "that one; if it is corrupt, delete the directory to start the crawl afresh."
+            ) from exc
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self._db.get(key)
+        return None if value is None else bytes(value)
+
+    def write(self, changes: Mapping[bytes, Value]) -> None:
+        from rocksdict import WriteBatch
+
+        batch = WriteBatch(raw_mode=True)
+        for key, value in changes.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self._db.write(batch)
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        it = self._db.iter()
+        it.seek(prefix)
+        while it.valid():
+            key = bytes(it.key())
+            if not key.startswith(prefix):
+                break
+            yield key, bytes(it.value())
+            it.next()
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class Changes:
+    """Pending writes over a store: reads see them first; ``commit`` applies them atomically."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.writes: dict[bytes, Value] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        if key in self.writes:
+            return self.writes[key]
+        return self.store.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.writes[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self.writes[key] = None
+
+    def commit(self, extra: Mapping[bytes, Value] | None = None) -> None:
+        """Write everything, plus ``extra`` (e.g. output offsets), in one atomic batch."""
+        if extra:
+            self.writes.update(extra)
+        if self.writes:
+            self.store.write(self.writes)
+        self.writes = {}

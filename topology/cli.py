@@ -1,0 +1,218 @@
+"""The ``streamcrawl`` command line. Bad input exits 2 with one readable line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from agents.errors import ConfigError, CrawlError, InvalidURL
+from schemas.records import DEFAULT_USER_AGENT, CrawlPolicy
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+_CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line (no usage dump) and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"streamcrawl: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, got {text}")
+    return value
+
+
+def _crawl_id(text: str) -> str:
+    if not _CRAWL_ID.match(text):
+        raise argparse.ArgumentTypeError(
+            f"crawl id {text!r} must be 1-100 letters, digits, '.', '_' or '-'"
+        )
+    return text
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {exc}") from None
+    return text
+
+
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that define a crawl, shared by ``crawl`` and ``seed``."""
+    p.add_argument("--crawl-id", type=_crawl_id, help="name of the crawl (resume with the same)")
+    p.add_argument("--max-pages", type=_positive_int, help="stop admitting URLs after N")
+    p.add_argument("--max-depth", type=_non_negative_int, help="links followed from the seeds")
+    p.add_argument("--delay", type=_seconds, default=1.0, help="seconds between requests to one origin (default 1)")
+    p.add_argument("--per-origin-concurrency", type=_positive_int, default=1, help="requests in flight per origin (default 1)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST", help="also crawl this host (repeatable)")
+    p.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN", help="also crawl this registrable domain and its subdomains")
+    p.add_argument("--include", action="append", default=[], type=_regex, metavar="REGEX", help="only URLs matching (repeatable)")
+    p.add_argument("--exclude", action="append", default=[], type=_regex, metavar="REGEX", help="never URLs matching (repeatable)")
+    p.add_argument("--user-agent", default=DEFAULT_USER_AGENT, help="User-Agent; its product token selects the robots.txt group")
+    p.add_argument("--ignore-robots", action="store_true", help="do not fetch or obey robots.txt")
+    p.add_argument("--ignore-nofollow", action="store_true", help="follow rel=nofollow and meta/X-Robots-Tag nofollow")
+    p.add_argument("--max-crawl-delay", type=_seconds, default=30.0, help="cap on robots.txt Crawl-delay (default 30)")
+    p.add_argument("--max-body", type=_positive_int, default=10 * 1024 * 1024, metavar="BYTES", help="stop reading a body past this size (default 10 MiB)")
+    p.add_argument("--timeout", type=_seconds, default=30.0, help="total seconds per request (default 30)")
+    p.add_argument("--retries", type=_non_negative_int, default=2, help="extra attempts after a retryable error (default 2)")
+    p.add_argument("--keep-query-order", action="store_true", help="do not sort query parameters")
+    p.add_argument("--fold-trailing-slash", action="store_true", help="treat /a/ and /a as the same URL")
+    p.add_argument("--store-bodies", action="store_true", help="keep decoded HTML bodies in the page records")
+
+
+def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
+    """Build and validate the crawl policy; raises ``InvalidURL`` for a bad seed."""
+    from agents.canonical import canonicalize
+
+    canonical = []
+    for seed in seeds:
+        try:
+            canonical.append(canonicalize(seed).url)
+        except InvalidURL as exc:
+            raise InvalidURL(f"invalid seed URL {seed!r}: {exc}") from None
+    return CrawlPolicy(
+        crawl_id=crawl_id,
+        seeds=tuple(canonical),
+        allow_hosts=tuple(h.lower() for h in args.allow_host),
+        allow_domains=tuple(d.lower() for d in args.allow_domain),
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+        max_depth=args.max_depth,
+        max_pages=args.max_pages,
+        delay=args.delay,
+        per_origin_concurrency=args.per_origin_concurrency,
+        max_crawl_delay=args.max_crawl_delay,
+        user_agent=args.user_agent,
+        obey_robots=not args.ignore_robots,
+        honor_nofollow=not args.ignore_nofollow,
+        max_body=args.max_body,
+        timeout=max(args.timeout, 0.1),
+        connect_timeout=min(10.0, max(args.timeout, 0.1)),
+        retries=args.retries,
+        sort_query=not args.keep_query_order,
+        fold_trailing_slash=args.fold_trailing_slash,
+        store_bodies=args.store_bodies,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="streamcrawl", description="A polite, replay-safe web crawler.")
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    crawl = sub.add_parser("crawl", help="crawl in this process (no Kafka, no Cassandra)")
+    crawl.add_argument("urls", nargs="+", metavar="URL")
+    crawl.add_argument("--out", type=Path, default=Path("out"), help="output directory (default ./out)")
+    crawl.add_argument("--state-dir", type=Path, default=Path(".streamcrawl"), help="RocksDB state, resumable (default ./.streamcrawl)")
+    crawl.add_argument("--concurrency", type=_positive_int, default=64, help="requests in flight, all origins (default 64)")
+    crawl.add_argument("--json", action="store_true", help="print the final summary as one JSON object")
+    crawl.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    add_policy_flags(crawl)
+
+    demo = sub.add_parser("demo", help="serve a small bundled site on 127.0.0.1 and crawl it")
+    demo.add_argument("--out", type=Path, default=None, help="output directory (default: a temp dir)")
+    demo.add_argument("--json", action="store_true", help="print the final summary as one JSON object")
+
+    from topology import commands
+
+    commands.add_kafka_commands(sub, add_policy_flags)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "crawl":
+            return _crawl(args)
+        if args.command == "demo":
+            from topology.demo import run_demo
+
+            return run_demo(args)
+        from topology import commands
+
+        return commands.run(args)
+    except (ConfigError, InvalidURL) as exc:
+        print(f"streamcrawl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CrawlError as exc:
+        print(f"streamcrawl: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _crawl(args: argparse.Namespace) -> int:
+    crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
+    policy = policy_from_args(args, args.urls, crawl_id)
+    summary = run_embedded(
+        policy, out=args.out, state_dir=args.state_dir, concurrency=args.concurrency,
+        progress=not args.no_progress and sys.stderr.isatty(), as_json=args.json,
+    )
+    return EXIT_INTERRUPTED if summary["interrupted"] else 0
+
+
+def run_embedded(
+    policy: CrawlPolicy, *, out: Path, state_dir: Path, concurrency: int, progress: bool,
+    as_json: bool,
+) -> dict[str, object]:
+    """Run an embedded crawl with the progress bar and print the summary."""
+    from topology.embedded import EmbeddedCrawl, install_signal_handlers
+    from topology.progress import ProgressBar, print_summary
+
+    async def go() -> dict[str, object]:
+        crawl = EmbeddedCrawl(policy, out_dir=out, state_dir=state_dir, concurrency=concurrency)
+        install_signal_handlers(crawl)
+        with ProgressBar(enabled=progress) as bar:
+            summary = await crawl.run(bar.update)
+        return summary.as_dict()
+
+    result = asyncio.run(go())
+    if as_json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print_summary(result)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Progress bar (rich) and the human-readable summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class ProgressBar:
+    """done/discovered, pages/s, queue and errors; a no-op when disabled (not a terminal)."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._started = time.monotonic()
+        self._last = 0.0
+
+    def __enter__(self) -> ProgressBar:
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("[bold]crawl"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} urls"),
+                TextColumn("{task.fields[rate]:.1f} pages/s"),
+                TextColumn("queue {task.fields[queue]}"),
+                TextColumn("in flight {task.fields[in_flight]}"),
+                TextColumn("[red]errors {task.fields[errors]}"),
+                TimeElapsedColumn(),
+                console=Console(file=sys.stderr),
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(
+                "crawl", total=1, rate=0.0, queue=0, in_flight=0, errors=0
+            )
+        return self
+
+    def update(self, summary: Any, in_flight: int, origins: int) -> None:
+        if self._progress is None:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1:
+            return
+        self._last = now
+        done = sum(summary.states.values())
+        errors = summary.states.get("failed", 0)
+        discovered = done + in_flight + max(origins, 0)
+        rate = summary.pages / max(now - self._started, 1e-6)
+        self._progress.update(
+            self._task, completed=done, total=max(discovered, done, 1), rate=rate,
+            queue=origins, in_flight=in_flight, errors=errors,
+        )
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    """A short human summary on stdout."""
+    states = result.get("states", {})
+    parts = ", ".join(f"{k} {v}" for k, v in states.items()) or "nothing"
+    status = "interrupted" if result.get("interrupted") else "done"
+    print(
+        f"{status}: {result['pages']} pages in {result['elapsed_s']} s "
+        f"({result['pages_per_s']} pages/s); urls: {parts}; queued {result['queued']}; "
+        f"output in {result['out_dir']}"
+    )
