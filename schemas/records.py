@@ -204,10 +204,12 @@ class OriginState(msgspec.Struct, kw_only=True):
     errors: int = 0
 
 
+# Topic name (after ``<prefix>.``) -> value record. ``status`` carries terminal URL states keyed by
+# origin, consumed by the Cassandra sink.
 WIRE_RECORDS: dict[str, type[msgspec.Struct]] = {
     "control": CrawlPolicy,
     "frontier": FrontierBatch,
     "outcomes": Outcome,
     "pages": Page,
-    "url_status": UrlStatus,
+    "status": UrlStatus,
 }
