@@ -1,0 +1,109 @@
+"""The one benchmark command (issue 6): ``python -m bench.run [options]`` from the repo root.
+
+Generates the synthetic web, serves it with nginx on 127.0.0.1, runs every crawler on it
+(interleaved, ``--runs`` times each), then the politeness-bound run, the memory run (``--memory``)
+and the profiles, and writes ``docs/benchmarks.md`` and ``docs/benchmarks.png``.  Raw results
+go to ``bench/results/`` (git-ignored).  See bench/README.md.
+
+It re-executes itself in the benchmark venv (default /work/benchvenv, created with
+bench/requirements.txt if missing), so the project venv never gets Scrapy or Crawlee.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("STREAMCRAWL_BENCH_VENV", "/work/benchvenv"))
+REQUIREMENTS = Path(__file__).with_name("requirements.txt")
+ALL = ["scrapy", "crawlee", "embedded", "kafka-1", "kafka-2"]
+
+
+def ensure_bench_venv() -> None:
+    """Create the benchmark venv if needed and re-execute this command inside it."""
+    python = VENV / "bin" / "python"
+    if Path(sys.prefix).resolve() == VENV.resolve():
+        return
+    if not python.exists():
+        print(f"creating the benchmark venv {VENV} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    probe = "import scrapy, crawlee, parsel, psutil, matplotlib"
+    if subprocess.run([str(python), "-c", probe], capture_output=True).returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
+    os.chdir(REPO)
+    os.execv(str(python), [str(python), "-m", "bench.run", *sys.argv[1:]])
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    ap.add_argument("--origins", type=int, default=16, help="origins (ports) of the main site")
+    ap.add_argument("--pages", type=int, default=1000, help="pages per origin of the main site")
+    ap.add_argument("--runs", type=int, default=3, help="runs per crawler (the median is reported)")
+    ap.add_argument("--only", default=",".join(ALL), help=f"comma list from {','.join(ALL)}")
+    ap.add_argument("--quick", action="store_true",
+                    help="4 origins x 250 pages, 1 run, small politeness run, no profiles")
+    ap.add_argument("--no-politeness", action="store_true")
+    ap.add_argument("--politeness-origins", type=int, default=256)
+    ap.add_argument("--politeness-pages", type=int, default=20)
+    ap.add_argument("--politeness-delay", type=float, default=0.5)
+    ap.add_argument("--memory", action="store_true", help="also the long memory run (1k/10k/50k pages)")
+    ap.add_argument("--memory-budgets", default="1000,10000,50000")
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--stock", action="store_true",
+                    help="competitors without tracking-parameter stripping (more duplicates)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per crawler run")
+    ap.add_argument("--workdir", default="/tmp/streamcrawl-bench")
+    ap.add_argument("--base-port", type=int, default=20000)
+    ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
+    ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.origins, a.pages, a.runs, a.no_profile = 4, 250, 1, True
+        a.politeness_origins, a.politeness_pages = 32, 10
+    a.only = [x.strip() for x in a.only.split(",") if x.strip()]
+    bad = set(a.only) - set(ALL)
+    if bad:
+        ap.error(f"unknown crawler(s) {sorted(bad)}; choose from {ALL}")
+    return a
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    ensure_bench_venv()
+    from bench import report, suite  # imports psutil: only inside the benchmark venv
+
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    results: dict = {"args": {k: v for k, v in vars(args).items()}, "env": suite.environment()}
+
+    site = suite.ensure_site(workdir, args.origins, args.pages, args.base_port)
+    results["main"] = suite.compare(site, args.only, args.runs, workdir / "main", args)
+    if not args.no_politeness:
+        psite = suite.ensure_site(workdir, args.politeness_origins, args.politeness_pages, args.base_port + 1000)
+        results["politeness"] = suite.politeness(psite, args.only, workdir / "politeness", args)
+    if args.memory:
+        budgets = [int(b) for b in args.memory_budgets.split(",")]
+        per_origin = 1000
+        msite = suite.ensure_site(workdir, -(-int(max(budgets) * 1.25) // per_origin), per_origin,
+                                  args.base_port + 2000)
+        results["memory"] = suite.memory(msite, args.only, budgets, workdir / "memory", args)
+    if not args.no_profile:
+        results["profiles"] = suite.profiles(site, args.only, workdir / "profiles", args)
+    results["elapsed_s"] = time.time() - t0
+
+    raw = REPO / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S.json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(results, indent=1, default=str))
+    report.write(results, Path(args.md), Path(args.png))
+    print(f"wrote {args.md}, {args.png} and {raw} in {results['elapsed_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
