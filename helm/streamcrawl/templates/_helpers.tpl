@@ -1,0 +1,237 @@
+{{/* Names ---------------------------------------------------------------------------------- */}}
+
+{{- define "streamcrawl.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release-wide prefix; DNS labels are at most 63 characters. */}}
+{{- define "streamcrawl.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* StatefulSet pod names append "-<ordinal>" and a controller-revision label: stay short. */}}
+{{- define "streamcrawl.worker.fullname" -}}
+{{- printf "%s-worker" (include "streamcrawl.fullname" .) | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "streamcrawl.config.fullname" -}}
+{{- printf "%s-config" (include "streamcrawl.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "streamcrawl.admin.fullname" -}}
+{{- printf "%s-admin" (include "streamcrawl.fullname" .) | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "streamcrawl.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "streamcrawl.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels ------------------------------------------------------------------------------- */}}
+
+{{- define "streamcrawl.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "streamcrawl.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "streamcrawl.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "streamcrawl.labels" -}}
+helm.sh/chart: {{ include "streamcrawl.chart" . }}
+{{ include "streamcrawl.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: streamcrawl
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "streamcrawl.worker.selectorLabels" -}}
+{{ include "streamcrawl.selectorLabels" . }}
+app.kubernetes.io/component: worker
+{{- end -}}
+
+{{- define "streamcrawl.worker.labels" -}}
+{{ include "streamcrawl.labels" . }}
+app.kubernetes.io/component: worker
+{{- end -}}
+
+{{- define "streamcrawl.admin.labels" -}}
+{{ include "streamcrawl.labels" . }}
+app.kubernetes.io/component: admin
+{{- end -}}
+
+{{/* Image -------------------------------------------------------------------------------- */}}
+
+{{- define "streamcrawl.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Settings ----------------------------------------------------------------------------- */}}
+
+{{/*
+Non-secret settings as a map of STREAMCRAWL_* name -> string. Rendered as the worker ConfigMap
+and inline into the hook Jobs (pre-install hooks run before the release's ConfigMap exists).
+Every name here must be one that topology.settings.Settings reads (tests/helm checks it).
+*/}}
+{{- define "streamcrawl.settings" -}}
+{{- $k := .Values.kafka -}}
+{{- $c := .Values.cassandra -}}
+{{- $w := .Values.worker -}}
+{{- $s := dict
+  "STREAMCRAWL_KAFKA_BOOTSTRAP" $k.bootstrap
+  "STREAMCRAWL_KAFKA_SECURITY_PROTOCOL" $k.securityProtocol
+  "STREAMCRAWL_TOPIC_PREFIX" $k.topicPrefix
+  "STREAMCRAWL_PARTITIONS" (toString (int $k.partitions))
+  "STREAMCRAWL_REPLICATION_FACTOR" (toString (int $k.replicationFactor))
+  "STREAMCRAWL_MAX_MESSAGE_BYTES" (toString (int $k.maxMessageBytes))
+  "STREAMCRAWL_STANDBY_REPLICAS" (toString (int $w.standbyReplicas))
+  "STREAMCRAWL_CASSANDRA_HOSTS" $c.hosts
+  "STREAMCRAWL_CASSANDRA_KEYSPACE" $c.keyspace
+  "STREAMCRAWL_CASSANDRA_REPLICATION" $c.replication
+  "STREAMCRAWL_STATE_DIR" "/var/lib/streamcrawl"
+  "STREAMCRAWL_WEB_HOST" "0.0.0.0"
+  "STREAMCRAWL_WEB_PORT" (toString (int $w.webPort))
+  "STREAMCRAWL_CONCURRENCY" (toString (int $w.concurrency))
+  "STREAMCRAWL_SINK_CONCURRENCY" (toString (int $w.sinkConcurrency))
+  "STREAMCRAWL_MAX_ORIGINS_IN_MEMORY" (toString (int $w.maxOriginsInMemory))
+  "STREAMCRAWL_SINK_ENABLED" (toString $w.sinkEnabled)
+  "STREAMCRAWL_FETCH_ENABLED" (toString $w.fetchEnabled)
+  "STREAMCRAWL_LOG_LEVEL" $w.logLevel
+-}}
+{{- with $k.sasl.mechanism }}{{ $_ := set $s "STREAMCRAWL_KAFKA_SASL_MECHANISM" . }}{{ end -}}
+{{- with $k.sasl.username }}{{ $_ := set $s "STREAMCRAWL_KAFKA_SASL_USERNAME" . }}{{ end -}}
+{{- if and $k.tls.caSecret (include "streamcrawl.kafkaTLS" .) -}}
+{{- $_ := set $s "STREAMCRAWL_KAFKA_SSL_CAFILE" (printf "/etc/streamcrawl/kafka-ca/%s" $k.tls.caKey) -}}
+{{- end -}}
+{{- with $c.localDC }}{{ $_ := set $s "STREAMCRAWL_CASSANDRA_LOCAL_DC" . }}{{ end -}}
+{{- toYaml $s -}}
+{{- end -}}
+
+{{/* "true" when the Kafka protocol uses TLS. */}}
+{{- define "streamcrawl.kafkaTLS" -}}
+{{- if has .Values.kafka.securityProtocol (list "SSL" "SASL_SSL") }}true{{ end -}}
+{{- end -}}
+
+{{/* Settings as inline env entries (hook Jobs). */}}
+{{- define "streamcrawl.settingsEnv" -}}
+{{- range $name, $value := include "streamcrawl.settings" . | fromYaml }}
+- name: {{ $name }}
+  value: {{ $value | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Credentials, always from existing Secrets, plus the user's extra env. */}}
+{{- define "streamcrawl.secretEnv" -}}
+{{- $sasl := .Values.kafka.sasl -}}
+{{- if and $sasl.existingSecret (not $sasl.username) $sasl.usernameKey }}
+- name: STREAMCRAWL_KAFKA_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $sasl.existingSecret }}
+      key: {{ $sasl.usernameKey }}
+{{- end }}
+{{- if $sasl.existingSecret }}
+- name: STREAMCRAWL_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $sasl.existingSecret }}
+      key: {{ $sasl.passwordKey }}
+{{- end }}
+{{- with .Values.cassandra.auth }}
+{{- if .existingSecret }}
+- name: STREAMCRAWL_CASSANDRA_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .usernameKey }}
+- name: STREAMCRAWL_CASSANDRA_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .passwordKey }}
+{{- end }}
+{{- end }}
+{{- with .Values.worker.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Volumes every streamcrawl container needs: /tmp (HOME) and the Kafka CA when TLS is on. */}}
+{{- define "streamcrawl.commonVolumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.worker.tmpSizeLimit }}
+{{- if and .Values.kafka.tls.caSecret (include "streamcrawl.kafkaTLS" .) }}
+- name: kafka-ca
+  secret:
+    secretName: {{ .Values.kafka.tls.caSecret }}
+    items:
+      - key: {{ .Values.kafka.tls.caKey }}
+        path: {{ .Values.kafka.tls.caKey }}
+{{- end }}
+{{- end -}}
+
+{{- define "streamcrawl.commonVolumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if and .Values.kafka.tls.caSecret (include "streamcrawl.kafkaTLS" .) }}
+- name: kafka-ca
+  mountPath: /etc/streamcrawl/kafka-ca
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Validation: cross-field rules values.schema.json cannot express. ------------------- */}}
+
+{{- define "streamcrawl.validate" -}}
+{{- $partitions := int .Values.kafka.partitions -}}
+{{- $a := .Values.autoscaling -}}
+{{- if and (not $a.enabled) (gt (int .Values.worker.replicas) $partitions) -}}
+{{- fail (printf "worker.replicas (%d) must not exceed kafka.partitions (%d): a worker beyond the partition count gets no partition and sits idle. Lower worker.replicas or raise the partition count first (docs/kubernetes.md, \"Scale by partitions\")." (int .Values.worker.replicas) $partitions) -}}
+{{- end -}}
+{{- if $a.enabled -}}
+{{- if gt (int $a.maxReplicas) $partitions -}}
+{{- fail (printf "autoscaling.maxReplicas (%d) must not exceed kafka.partitions (%d): a worker beyond the partition count gets no partition and sits idle. Lower autoscaling.maxReplicas or raise the partition count first (docs/kubernetes.md, \"Scale by partitions\")." (int $a.maxReplicas) $partitions) -}}
+{{- end -}}
+{{- if gt (int $a.minReplicas) (int $a.maxReplicas) -}}
+{{- fail (printf "autoscaling.minReplicas (%d) must not exceed autoscaling.maxReplicas (%d)." (int $a.minReplicas) (int $a.maxReplicas)) -}}
+{{- end -}}
+{{- end -}}
+{{- $sasl := .Values.kafka.sasl -}}
+{{- if hasPrefix "SASL_" .Values.kafka.securityProtocol -}}
+{{- if not $sasl.mechanism -}}
+{{- fail (printf "kafka.securityProtocol is %s: set kafka.sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)." .Values.kafka.securityProtocol) -}}
+{{- end -}}
+{{- if not $sasl.existingSecret -}}
+{{- fail (printf "kafka.securityProtocol is %s: set kafka.sasl.existingSecret to the Secret holding the SASL password (the chart never takes passwords as values)." .Values.kafka.securityProtocol) -}}
+{{- end -}}
+{{- if not (or $sasl.username $sasl.usernameKey) -}}
+{{- fail "SASL needs a user name: set kafka.sasl.username, or kafka.sasl.usernameKey to read it from kafka.sasl.existingSecret." -}}
+{{- end -}}
+{{- else if or $sasl.mechanism $sasl.existingSecret -}}
+{{- fail (printf "kafka.sasl.* is set but kafka.securityProtocol is %s: use SASL_PLAINTEXT or SASL_SSL, or clear kafka.sasl." .Values.kafka.securityProtocol) -}}
+{{- end -}}
+{{- if and .Values.kafka.tls.caSecret (not (include "streamcrawl.kafkaTLS" .)) -}}
+{{- fail (printf "kafka.tls.caSecret is set but kafka.securityProtocol is %s: use SSL or SASL_SSL, or clear kafka.tls.caSecret." .Values.kafka.securityProtocol) -}}
+{{- end -}}
+{{- end -}}
