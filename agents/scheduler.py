@@ -41,7 +41,7 @@ class Slot:
     """Per-origin politeness: requests in flight and when the last one started."""
 
     in_flight: set[int] = field(default_factory=set)
-    last_start: float = 0.0
+    last_start: float = float("-inf")  # never started
     ready_at: float = 0.0
 
 

@@ -1,0 +1,146 @@
+"""The frontier's pure logic: dedupe, scope, budget, queue order, retries, timing, replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.frontier import Frontier, admitted_count, load_origin, queued_entries
+from agents.rules import CrawlRules
+from agents.state import Changes, MemoryStore
+from schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
+
+ORIGIN = "http://a.test"
+
+
+def rules(**kw: object) -> CrawlRules:
+    base = {"crawl_id": "c", "seeds": (ORIGIN + "/",), "delay": 1.0, "retries": 2}
+    return CrawlRules.from_policy(CrawlPolicy(**{**base, **kw}))  # type: ignore[arg-type]
+
+
+def batch(*paths: str, depth: int = 1, origin: str = ORIGIN) -> FrontierBatch:
+    return FrontierBatch(
+        crawl_id="c", origin=origin, urls=tuple(UrlRef(origin + p, depth) for p in paths)
+    )
+
+
+def outcome(seq: int, state: str, *, started: float = 100.0, **kw: object) -> Outcome:
+    return Outcome(
+        crawl_id="c", origin=ORIGIN, kind="page", seq=seq, url=ORIGIN + "/x", state=state,
+        started_at=started, finished_at=started + 0.1, **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def env() -> tuple[Frontier, MemoryStore]:
+    return Frontier(clock=lambda: 50.0, jitter=lambda: 0.5), MemoryStore()
+
+
+def admit(f: Frontier, store: MemoryStore, b: FrontierBatch, r: CrawlRules, budget=None):  # type: ignore[no-untyped-def]
+    ch = Changes(store)
+    result = f.admit(ch, b, r, budget=budget)
+    ch.commit()
+    return result
+
+
+def apply(f: Frontier, store: MemoryStore, o: Outcome, r: CrawlRules):  # type: ignore[no-untyped-def]
+    ch = Changes(store)
+    result = f.apply(ch, o, r)
+    ch.commit()
+    return result
+
+
+def test_admit_dedupes_canonical_variants_and_keeps_fifo(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules()
+    first = admit(f, store, batch("/a", "/b#x", "/A/../a?utm_source=z", "/b"), r)
+    assert [e.url for _, e in first.queued] == [ORIGIN + "/a", ORIGIN + "/b"]
+    assert first.duplicates == 2
+    again = admit(f, store, batch("/a", "/b"), r)  # a replayed batch changes nothing
+    assert again.queued == [] and again.duplicates == 2
+    st = load_origin(store, ORIGIN)
+    assert (st.head, st.tail) == (0, 2)
+    assert [e.url for _, e in queued_entries(store, st, 10)] == [ORIGIN + "/a", ORIGIN + "/b"]
+
+
+def test_out_of_scope_and_budget_get_terminal_states(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules(max_depth=1)
+    res = admit(f, store, batch("/deep", depth=2), r)
+    assert [(s.state, s.last_error) for s in res.statuses] == [(TerminalState.OUT_OF_SCOPE, "depth")]
+    res = admit(f, store, batch("/1", "/2", "/3"), r, budget=2)
+    assert len(res.queued) == 2
+    assert [(s.state, s.last_error) for s in res.statuses] == [(TerminalState.CANCELLED, "max_pages")]
+    assert admitted_count(store, "c") == 2
+
+
+def test_misrouted_urls_are_returned_not_queued(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    b = FrontierBatch(crawl_id="c", origin=ORIGIN, urls=(UrlRef("http://b.test/x", 1),))
+    res = admit(f, store, b, rules(allow_hosts=("b.test",)))
+    assert res.queued == [] and list(res.misrouted) == ["http://b.test"]
+
+
+def test_success_pops_and_sets_next_fetch_time(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules()
+    admit(f, store, batch("/a", "/b"), r)
+    applied = apply(f, store, outcome(0, "fetched"), r)
+    assert [s.state for s in applied.statuses] == [TerminalState.FETCHED]
+    st = load_origin(store, ORIGIN)
+    assert st.head == 1 and st.next_fetch_at == pytest.approx(101.0)
+    replay = apply(f, store, outcome(0, "fetched"), r)  # replayed outcome: no second state
+    assert replay.replayed and replay.statuses == []
+
+
+def test_retry_keeps_entry_at_head_then_fails_after_retries(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules(retries=1)
+    admit(f, store, batch("/a", "/b"), r)
+    res = apply(f, store, outcome(0, "retry", error="timeout: slow", backoff=True), r)
+    assert res.retried and res.statuses == []
+    st = load_origin(store, ORIGIN)
+    assert st.head == 0 and st.failures == 1 and st.next_fetch_at >= 100.1 + 1.0
+    res = apply(f, store, outcome(0, "retry", error="timeout: slow", backoff=True), r)
+    assert [(s.state, s.attempts, s.last_error) for s in res.statuses] == [
+        (TerminalState.FAILED, 2, "timeout: slow")
+    ]
+    assert load_origin(store, ORIGIN).head == 1
+
+
+def test_retry_after_and_backoff_then_recovery(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules(retries=5)
+    admit(f, store, batch("/a"), r)
+    apply(f, store, outcome(0, "retry", status=429, retry_after=30.0, backoff=True), r)
+    st = load_origin(store, ORIGIN)
+    assert st.next_fetch_at == pytest.approx(100.1 + 30.0)
+    apply(f, store, outcome(0, "retry", started=200.0, status=503, backoff=True), r)
+    st = load_origin(store, ORIGIN)
+    assert st.failures == 2 and st.backoff_until == pytest.approx(200.1 + 2.0)  # 1 s * 2^1 * 1.0
+    apply(f, store, outcome(0, "fetched", started=300.0), r)
+    assert load_origin(store, ORIGIN).failures == 0
+
+
+def test_redirect_final_url_is_marked_seen(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules()
+    admit(f, store, batch("/old"), r)
+    apply(f, store, outcome(0, "fetched", final_url=ORIGIN + "/new"), r)
+    res = admit(f, store, batch("/new"), r)
+    assert res.queued == [] and res.duplicates == 1
+
+
+def test_robots_outcome_caches_rules_and_crawl_delay_widens_gap(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules(delay=0.5)
+    robots = Outcome(
+        crawl_id="c", origin=ORIGIN, kind="robots", seq=-1, url=ORIGIN + "/robots.txt",
+        state="fetched", started_at=10.0, finished_at=10.1, robots_status=200,
+        robots_body="User-agent: *\nCrawl-delay: 3\nDisallow: /private\n",
+    )
+    apply(f, store, robots, r)
+    st = load_origin(store, ORIGIN)
+    assert st.robots_expires == pytest.approx(10.1 + r.policy.robots_ttl)
+    assert r.delay(st) == 3.0 and st.next_fetch_at == pytest.approx(13.0)
+    rr = r.robots(st)
+    assert rr is not None and not rr.allowed(ORIGIN + "/private/x", r.policy.user_agent)

@@ -1,0 +1,119 @@
+"""The politeness index with a simulated clock: delay, concurrency, robots first, ownership."""
+
+from __future__ import annotations
+
+from agents.frontier import Frontier, load_origin
+from agents.rules import CrawlRules
+from agents.scheduler import Scheduler
+from agents.state import Changes, MemoryStore
+from schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+
+A, B = "http://a.test", "http://b.test"
+
+
+def setup(n: int = 5, **kw: object) -> tuple[Scheduler, MemoryStore, CrawlRules, Frontier]:
+    policy = CrawlPolicy(crawl_id="c", seeds=(A + "/", B + "/"), obey_robots=False, **kw)  # type: ignore[arg-type]
+    r = CrawlRules.from_policy(policy)
+    store = MemoryStore()
+    f = Frontier(clock=lambda: 0.0, jitter=lambda: 0.5)
+    for origin in (A, B):
+        ch = Changes(store)
+        refs = tuple(UrlRef(f"{origin}/{i}", 1) for i in range(n))
+        f.admit(ch, FrontierBatch(crawl_id="c", origin=origin, urls=refs), r, budget=None)
+        ch.commit()
+    sched = Scheduler(store, lambda cid: r if cid == "c" else None)
+    for origin in (A, B):
+        sched.track(load_origin(store, origin))
+    return sched, store, r, f
+
+
+def finish(sched: Scheduler, store: MemoryStore, r: CrawlRules, f: Frontier, d, t: float) -> None:  # type: ignore[no-untyped-def]
+    ch = Changes(store)
+    applied = f.apply(ch, Outcome(
+        crawl_id="c", origin=d.origin, kind="page", seq=d.seq, url=d.entry.url,
+        state="fetched", started_at=t, finished_at=t + 0.01,
+    ), r)
+    ch.commit()
+    sched.done(d.origin, d.seq, applied.state)
+
+
+def simulate(sched, store, r, f, until: float, step: float = 0.01) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
+    """Run the loop on a fake clock: each request completes immediately."""
+    starts: list[tuple[float, str]] = []
+    t = 0.0
+    while t < until:
+        for d in sched.take(t, 100):
+            starts.append((t, d.origin))
+            finish(sched, store, r, f, d, t)
+        t = round(t + step, 6)
+    return starts
+
+
+def test_gap_per_origin_is_the_delay_and_origins_interleave() -> None:
+    sched, store, r, f = setup(n=5, delay=1.0)
+    starts = simulate(sched, store, r, f, until=10)
+    for origin in (A, B):
+        times = [t for t, o in starts if o == origin]
+        assert len(times) == 5
+        assert all(b - a >= 1.0 - 1e-9 for a, b in zip(times, times[1:], strict=False))
+    assert starts[0][0] == starts[1][0] == 0.0  # both origins start at once
+
+
+def test_per_origin_concurrency_bounds_in_flight() -> None:
+    sched, store, r, f = setup(n=6, delay=0.0, per_origin_concurrency=2)
+    first = sched.take(0.0, 100)
+    assert sorted(d.origin for d in first) == [A, A, B, B]
+    assert sched.take(0.0, 100) == []  # both slots busy on both origins
+    finish(sched, store, r, f, first[0], 0.0)
+    again = sched.take(0.0, 100)
+    assert [d.origin for d in again] == [first[0].origin]
+
+
+def test_global_limit_is_respected() -> None:
+    sched, *_ = setup(n=3, delay=0.0)
+    assert len(sched.take(0.0, 1)) == 1
+
+
+def test_new_owner_waits_one_delay_and_forget_drops_origin() -> None:
+    sched, store, r, _ = setup(n=2, delay=2.0)
+    owner = Scheduler(store, lambda cid: r)
+    owner.track(load_origin(store, A), assumed_start=100.0)
+    assert owner.take(101.0, 10) == []
+    assert [d.origin for d in owner.take(102.0, 10)] == [A]
+    owner.forget(A)
+    assert owner.origins() == [] and owner.next_ready_at() is None
+
+
+def test_robots_fetched_before_pages() -> None:
+    policy = CrawlPolicy(crawl_id="c", seeds=(A + "/",), delay=0.0)
+    r = CrawlRules.from_policy(policy)
+    store = MemoryStore()
+    f = Frontier(clock=lambda: 0.0)
+    ch = Changes(store)
+    f.admit(ch, FrontierBatch(crawl_id="c", origin=A, urls=(UrlRef(A + "/x", 0),)), r, budget=None)
+    ch.commit()
+    sched = Scheduler(store, lambda cid: r)
+    sched.track(load_origin(store, A))
+    (d,) = sched.take(0.0, 10)
+    assert d.kind == "robots"
+    assert sched.take(0.0, 10) == []  # pages wait for robots.txt
+    ch = Changes(store)
+    applied = f.apply(ch, Outcome(
+        crawl_id="c", origin=A, kind="robots", seq=-1, url=A + "/robots.txt", state="fetched",
+        started_at=0.0, finished_at=0.01, robots_status=200, robots_body="User-agent: *\nDisallow: /x\n",
+    ), r)
+    ch.commit()
+    sched.done(A, -1, applied.state)
+    (d,) = sched.take(0.02, 10)
+    assert d.kind == "deny" and d.entry is not None and d.entry.url == A + "/x"
+
+
+def test_stopped_crawl_cancels_without_requests_and_paused_waits() -> None:
+    sched, store, r, f = setup(n=1, delay=0.0)
+    paused = CrawlRules.from_policy(CrawlPolicy(crawl_id="c", state="paused", obey_robots=False))
+    sched.rules_for = lambda cid: paused
+    assert sched.take(0.0, 10) == []
+    stopped = CrawlRules.from_policy(CrawlPolicy(crawl_id="c", state="stopped", obey_robots=False))
+    sched.rules_for = lambda cid: stopped
+    kinds = {d.kind for d in sched.take(5.0, 10)}
+    assert kinds == {"cancel"}

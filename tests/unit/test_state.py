@@ -1,0 +1,61 @@
+"""One suite for every Store implementation (in-memory and RocksDB)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.errors import StateError
+from agents.state import Changes, MemoryStore, RocksStore, Store
+
+
+@pytest.fixture(params=["memory", "rocksdb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s: Store = MemoryStore() if request.param == "memory" else RocksStore(tmp_path / "db")
+    yield s
+    s.close()
+
+
+def test_get_write_delete(store: Store) -> None:
+    assert store.get(b"k") is None
+    store.write({b"k": b"v", b"j": b"w"})
+    assert store.get(b"k") == b"v"
+    store.write({b"k": None})
+    assert store.get(b"k") is None and store.get(b"j") == b"w"
+
+
+def test_scan_is_prefix_bounded_and_ordered(store: Store) -> None:
+    store.write({b"pb": b"2", b"pa": b"1", b"q": b"3", b"o": b"0"})
+    assert list(store.scan(b"p")) == [(b"pa", b"1"), (b"pb", b"2")]
+    assert list(store.scan(b"z")) == []
+
+
+def test_changes_overlay_reads_its_own_writes_and_commits_atomically(store: Store) -> None:
+    store.write({b"a": b"1"})
+    ch = Changes(store)
+    ch.put(b"b", b"2")
+    ch.delete(b"a")
+    assert ch.get(b"a") is None and ch.get(b"b") == b"2"
+    assert store.get(b"a") == b"1" and store.get(b"b") is None  # nothing visible before commit
+    ch.commit({b"c": b"3"})
+    assert (store.get(b"a"), store.get(b"b"), store.get(b"c")) == (None, b"2", b"3")
+
+
+def test_rocks_state_survives_reopen(tmp_path: Path) -> None:
+    s = RocksStore(tmp_path / "db")
+    s.write({b"k": b"v"})
+    s.close()
+    s = RocksStore(tmp_path / "db")
+    assert s.get(b"k") == b"v"
+    s.close()
+
+
+def test_rocks_locked_dir_gives_an_actionable_error(tmp_path: Path) -> None:
+    s = RocksStore(tmp_path / "db")
+    try:
+        with pytest.raises(StateError, match="stop that one"):
+            RocksStore(tmp_path / "db")
+    finally:
+        s.close()
