@@ -97,9 +97,15 @@ def run_measured(
         threads = [threading.Thread(target=poll, daemon=True), threading.Thread(target=watchdog, daemon=True)]
         for t in threads:
             t.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # interrupted harness: leave no crawler behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.waitpid(proc.pid, 0)
+            raise
+        finally:
+            done.set()
         wall = time.monotonic() - t0
-        done.set()
         for t in threads:
             t.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -108,6 +114,12 @@ def run_measured(
     stderr_tail = err_path.read_text(errors="replace")[-3000:]
     return Measured(argv, proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_utime,
                     usage.ru_stime, peak, timed_out, samples, stdout, stderr_tail)
+
+
+def machine_busy_cpu_s() -> float:
+    """CPU-seconds all processes of the machine have used since boot (idle and iowait excluded)."""
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 class ServiceMeter:

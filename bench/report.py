@@ -61,6 +61,11 @@ def main_section(main: dict) -> list[str]:
                      _f(m["pages_per_cpu_s"]), _f(ratio, 2), _f(m["peak_rss_mb"], 0), _f(m["missed"], 0),
                      _f(m["duplicates"], 0), str(m["private_fetched_max"]), _f(m["nginx_cpu_s"]), svc])
     lines += _table(header, rows)
+    others = [e["median"]["other_cpu_s"] for _, e in _entries(main) if e.get("median")]
+    if others and max(o or 0 for o in others) > 1:
+        lines += ["", f"**Shared machine**: processes other than the crawler and nginx used up to "
+                  f"{max(o or 0 for o in others):.0f} CPU-seconds during a run (median per crawler; see *other CPU s* in "
+                  "*Every run*). Wall-clock figures suffer most; CPU-seconds per page less so."]
     lines += ["", "### Targets (reported, not asserted)", ""]
     trows = []
     for name, e in _entries(main):
@@ -83,9 +88,11 @@ def main_section(main: dict) -> list[str]:
             rrows.append([e["label"], str(i), str(r["pages"]), _f(r["wall_s"]), _f(r["span_s"]), _f(r["cpu_s"]),
                           _f(r["ms_cpu_per_page"], 2), _f(r["peak_rss_mb"], 0), str(r["requests"]),
                           str(r["missed"]), str(r["duplicates"]), str(r["robots_duplicates"]),
-                          str(r["private_fetched"]), str(r["unexpected"])])
+                          str(r["private_fetched"]), str(r["unexpected"]), _f(r.get("other_cpu_s")),
+                          _f(r.get("loadavg_1m"), 2)])
     lines += _table(["crawler", "run", "pages", "wall s", "log span s", "CPU s", "ms CPU/page", "peak RSS MB",
-                     "requests", "missed", "duplicates", "robots.txt repeats", "private", "unexpected"], rrows)
+                     "requests", "missed", "duplicates", "robots.txt repeats", "private", "unexpected",
+                     "other CPU s", "load 1m"], rrows)
     lines += ["", "</details>", ""]
     return lines
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -76,6 +77,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     ensure_bench_venv()
+    # SIGTERM unwinds like Ctrl-C, so that nginx and the crawler under test are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from bench import report, suite  # imports psutil: only inside the benchmark venv
 
     workdir = Path(args.workdir)

@@ -6,6 +6,7 @@ measurements are merged with what the access log shows.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import statistics
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from bench import runners
 from bench.logs import analyze_file
+from bench.measure import machine_busy_cpu_s
 from bench.profile import summarize
 from bench.runners import LABELS, RUNNERS, NotRun, RunContext
 from bench.server import Nginx, ensure_nginx
@@ -23,7 +25,7 @@ from bench.site import SiteSpec, generate, read_expected
 
 MEDIAN_KEYS = ("wall_s", "span_s", "cpu_s", "peak_rss_mb", "nginx_cpu_s", "pages", "missed", "duplicates",
                "robots_duplicates", "unexpected", "requests", "pages_per_s", "ms_cpu_per_page",
-               "pages_per_cpu_s", "kafka_cpu_s", "cassandra_cpu_s")
+               "pages_per_cpu_s", "kafka_cpu_s", "cassandra_cpu_s", "other_cpu_s")
 
 
 def ensure_site(workdir: Path, origins: int, pages: int, base_port: int, seed: int = 6) -> SiteSpec:
@@ -73,11 +75,16 @@ def one_run(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
     rundir.mkdir(parents=True)
     ctx = RunContext(spec, rundir, timeout=args.timeout, stock=args.stock, **ctx_kw)
     nginx = Nginx(spec, rundir / "nginx").start()
+    busy0 = machine_busy_cpu_s()
     try:
         res = RUNNERS[name](ctx)
         res["nginx_cpu_s"] = nginx.cpu_seconds()
     finally:
         nginx.stop()
+    # The machine is shared: CPU that neither the crawler nor nginx used during the run.
+    res["other_cpu_s"] = max(0.0, machine_busy_cpu_s() - busy0 - res["cpu_s"] - res["nginx_cpu_s"]
+                             - sum(v for v in res["service_cpu_s"].values() if v))
+    res["loadavg_1m"] = os.getloadavg()[0]
     log = analyze_file(nginx.access_log, read_expected(spec.root))
     pages = log.pages_fetched
     res.update(
