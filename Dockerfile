@@ -1,0 +1,46 @@
+# syntax=docker/dockerfile:1
+# streamcrawl worker image: multi-stage, non-root, no build tools in the final stage.
+#
+# Base pinned by version tag. Release engineering should pin the digest as well
+# (python:3.11.15-slim-bookworm@sha256:...) and bump both together.
+ARG PYTHON_IMAGE=python:3.11.15-slim-bookworm
+
+# --- builder: resolve and install streamcrawl plus its dependencies into /opt/venv ------------
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY docker/install.sh /usr/local/bin/streamcrawl-install
+COPY pyproject.toml README.md ./
+COPY agents ./agents
+COPY schemas ./schemas
+COPY topology ./topology
+# Wheels only (no compiler in either stage); CI runs the same script: scripts/check-dockerfile.sh.
+RUN sh /usr/local/bin/streamcrawl-install /opt/venv /src
+
+# --- runtime ----------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="streamcrawl" \
+      org.opencontainers.image.description="Polite, replay-safe web crawler on Kafka (Faust) with a Cassandra sink" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# No installer in the runtime image: the app's venv has no pip, and the base's goes too.
+RUN python -m pip uninstall --yes --no-cache-dir pip setuptools wheel \
+    && groupadd --system --gid 10001 streamcrawl \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \
+       --shell /usr/sbin/nologin streamcrawl \
+    && install -d -o 10001 -g 10001 -m 0750 /var/lib/streamcrawl
+COPY --from=builder /opt/venv /opt/venv
+# HOME and temporary files on /tmp (an emptyDir in Kubernetes), state on /var/lib/streamcrawl
+# (the PVC): the root filesystem can be read-only. Bytecode was compiled at install time.
+ENV PATH=/opt/venv/bin:$PATH \
+    HOME=/tmp \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    STREAMCRAWL_STATE_DIR=/var/lib/streamcrawl
+USER 10001:10001
+WORKDIR /var/lib/streamcrawl
+EXPOSE 6066
+# Exec form: streamcrawl is PID 1 and receives SIGTERM directly (graceful worker shutdown).
+ENTRYPOINT ["streamcrawl"]
+CMD ["worker"]

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Install streamcrawl from SRC into a new virtualenv at VENV, from binary wheels only.
+#
+# The Dockerfile's builder stage runs this, and so does scripts/check-dockerfile.sh in CI (in a
+# fresh venv), so a broken install step fails CI even though CI cannot build images.
+# --only-binary=:all: makes a dependency that would need a compiler fail here, loudly, instead of
+# silently needing gcc in the image: rocksdict, cassandra-driver, confluent-kafka, msgspec,
+# selectolax, brotli and zstandard all ship manylinux wheels for CPython 3.11 (x86_64, aarch64).
+# The venv gets no pip of its own: the final image carries no installer and no build tools.
+set -eu
+
+VENV=${1:?usage: install.sh VENV SRC}
+SRC=${2:?usage: install.sh VENV SRC}
+PYTHON=${PYTHON:-python3}
+
+"$PYTHON" -m venv --without-pip "$VENV"
+"$PYTHON" -m pip --python "$VENV/bin/python" install \
+  --no-cache-dir --disable-pip-version-check --only-binary=:all: "$SRC"
+
+# Smoke: the console script resolves and the packages import.
+"$VENV/bin/python" -c "import agents, schemas, topology.settings"
+"$VENV/bin/streamcrawl" --help >/dev/null
+echo "install.sh: streamcrawl installed into $VENV"
