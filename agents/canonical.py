@@ -245,6 +245,7 @@ def _split_base(base: str) -> tuple[str, str, str, str | None]:
     return scheme.lower(), authority, path, query
 
 
+@functools.lru_cache(maxsize=8192)
 def _origin(scheme: str, authority: str | None) -> str:
     if not authority:
         raise InvalidURL("empty host")
@@ -384,10 +385,11 @@ def _remove_dot_segments(path: str) -> str:
 
 
 def _query(query: str, options: CanonicalOptions) -> str:
-    pairs = [pair for pair in _pct_normalize(query).split("&") if pair]
     strip = options._strip
-    if strip is not None:
-        pairs = [pair for pair in pairs if not strip(pair.partition("=")[0])]
+    pairs = []
+    for pair in _pct_normalize(query).split("&"):  # a plain loop: no comprehension frames
+        if pair and (strip is None or not strip(pair.partition("=")[0])):
+            pairs.append(pair)
     if options.sort_query and len(pairs) > 1:
         pairs.sort(key=_param_name)
     return "?" + "&".join(pairs) if pairs else ""

@@ -301,7 +301,7 @@ def _maybe(
         return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_urls, _options)
 def test_idempotent_ascii_and_origin_prefix(url: str, options: CanonicalOptions) -> None:
     first = _maybe(url, options=options)
@@ -314,7 +314,7 @@ def test_idempotent_ascii_and_origin_prefix(url: str, options: CanonicalOptions)
     assert origin_of(first.url) == first.origin
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_chars, _urls)
 def test_relative_results_are_canonical(href: str, base: str) -> None:
     result = _maybe(href, base)
@@ -325,7 +325,7 @@ def test_relative_results_are_canonical(href: str, base: str) -> None:
 _shared = Canonicalizer(cache_size=64)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.one_of(_urls, _chars), st.sampled_from([None, BASE, "https://[::1]:8443/x/"]))
 def test_cached_path_equals_uncached(url: str, base: str | None) -> None:
     expected = _maybe(url, base)
