@@ -1,0 +1,302 @@
+"""Kafka administration for the Kafka wiring: the topics, and the compacted ``control`` topic.
+
+Topics (ARCHITECTURE §2), all with ``settings.partitions`` partitions:
+
+=====================  =========================================================================
+``<prefix>.frontier``  FrontierBatch, keyed by origin
+``<prefix>.outcomes``  Outcome, keyed by origin
+``<prefix>.pages``     Page, keyed by origin; zstd, ``max.message.bytes`` from the settings
+``<prefix>.status``    UrlStatus (terminal URL states), keyed by origin; consumed by the sink
+``<prefix>.control``   CrawlPolicy keyed by crawl id; ``cleanup.policy=compact``
+=====================  =========================================================================
+
+Faust's own changelog and repartition topics are created by Faust, not here.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.cimpl import NewTopic
+
+from agents.errors import ConfigError, CrawlError
+from schemas.codec import BadMessage, decode, encode
+from schemas.records import CrawlPolicy
+from topology.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TOPICS = ("frontier", "outcomes", "pages", "status", "control")
+CONNECT_TIMEOUT_S = 10.0
+
+
+def topic_name(settings: Settings, short: str) -> str:
+    """``<prefix>.<short>``, e.g. ``streamcrawl.pages``."""
+    return f"{settings.topic_prefix}.{short}"
+
+
+def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
+    """The topic-level configs each topic must have (short name -> config)."""
+    configs: dict[str, dict[str, str]] = {short: {} for short in TOPICS}
+    configs["pages"] = {
+        "compression.type": "zstd",
+        "max.message.bytes": str(settings.max_message_bytes),
+    }
+    configs["control"] = {"cleanup.policy": "compact"}
+    return configs
+
+
+class _LibrdkafkaLog:
+    """librdkafka's log lines at DEBUG: a dead broker is reported once, by our own error.
+
+    (librdkafka otherwise prints a connection failure to stderr every few milliseconds.)
+    """
+
+    _log = logging.getLogger("librdkafka")
+
+    def log(self, _level: int, msg: str, *args: Any) -> None:
+        self._log.debug(msg, *args)
+
+
+def client_config(settings: Settings) -> dict[str, Any]:
+    """librdkafka settings shared by every client: bootstrap servers and security."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": settings.kafka_bootstrap,
+        "security.protocol": settings.kafka_security_protocol,
+        "logger": _LibrdkafkaLog(),
+    }
+    if settings.kafka_sasl_mechanism:
+        conf["sasl.mechanism"] = settings.kafka_sasl_mechanism
+        conf["sasl.username"] = settings.kafka_sasl_username or ""
+        password = settings.kafka_sasl_password
+        conf["sasl.password"] = password.get_secret_value() if password else ""
+    if settings.kafka_ssl_cafile:
+        conf["ssl.ca.location"] = str(settings.kafka_ssl_cafile)
+    return conf
+
+
+def producer_config(settings: Settings) -> dict[str, Any]:
+    """Producer settings: murmur2 partitioning like Faust/aiokafka (ARCHITECTURE §2), acks=all."""
+    return client_config(settings) | {
+        "partitioner": "murmur2_random",
+        "acks": "all",
+        "enable.idempotence": True,
+        "message.max.bytes": settings.max_message_bytes,
+    }
+
+
+def unreachable(settings: Settings, exc: BaseException | None = None) -> CrawlError:
+    """The one-line error for a broker that does not answer."""
+    detail = f" ({exc})" if exc is not None else ""
+    return CrawlError(
+        f"cannot reach Kafka at {settings.kafka_bootstrap} within {CONNECT_TIMEOUT_S:g} s: "
+        f"is the broker up? (STREAMCRAWL_KAFKA_BOOTSTRAP / --kafka-bootstrap){detail}"
+    )
+
+
+def existing_partitions(admin: AdminClient, settings: Settings) -> dict[str, int]:
+    """Partition count of every topic that exists; raises CrawlError if Kafka is unreachable."""
+    try:
+        metadata = admin.list_topics(timeout=CONNECT_TIMEOUT_S)
+    except KafkaException as exc:
+        raise unreachable(settings, exc) from None
+    return {name: len(meta.partitions) for name, meta in metadata.topics.items() if not meta.error}
+
+
+def create_topics(settings: Settings) -> list[str]:
+    """Create the missing topics and align topic configs; returns one line per topic.
+
+    Idempotent: existing topics are kept (their configs set to ours when they differ). Raises
+    ``ConfigError`` before changing anything if an existing topic has a different partition
+    count than ``settings.partitions`` (keys would move to other partitions), and
+    ``CrawlError`` if Kafka cannot be reached or refuses a request.
+    """
+    admin = AdminClient(client_config(settings))
+    existing = existing_partitions(admin, settings)
+    configs = topic_configs(settings)
+    names = {topic_name(settings, short): short for short in TOPICS}
+    _check_partitions(settings, {n: existing[n] for n in names if n in existing})
+    done: list[str] = []
+    missing = [n for n in names if n not in existing]
+    if missing:
+        done += _create(admin, settings, [(n, configs[names[n]]) for n in missing])
+    for name in names:
+        if name in existing:
+            done.append(_align_configs(admin, settings, name, configs[names[name]]))
+    return done
+
+
+def _check_partitions(settings: Settings, existing: dict[str, int]) -> None:
+    for name, count in sorted(existing.items()):
+        if count != settings.partitions:
+            raise ConfigError(
+                f"topic {name} has {count} partitions, settings say {settings.partitions}: "
+                "partitions can only grow with `kafka-topics --alter --partitions N` (which "
+                "moves origins to other partitions: stop the workers and delete their state "
+                f"first); set STREAMCRAWL_PARTITIONS={count} or --partitions {count} to use "
+                "the topics as they are"
+            )
+
+
+def _create(
+    admin: AdminClient, settings: Settings, topics: list[tuple[str, dict[str, str]]]
+) -> list[str]:
+    new = [
+        NewTopic(
+            name,
+            num_partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+            config=config,
+        )
+        for name, config in topics
+    ]
+    futures = admin.create_topics(new, request_timeout=CONNECT_TIMEOUT_S)
+    done = []
+    for name, config in topics:
+        try:
+            futures[name].result()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:  # a concurrent create-topics
+                done.append(_align_configs(admin, settings, name, config))
+                continue
+            raise CrawlError(f"cannot create topic {name}: {err.str()}") from None
+        extra = "".join(f", {k}={v}" for k, v in sorted(config.items()))
+        done.append(
+            f"created {name} ({settings.partitions} partitions, replication "
+            f"{settings.replication_factor}{extra})"
+        )
+    return done
+
+
+def _align_configs(
+    admin: AdminClient, settings: Settings, name: str, config: dict[str, str]
+) -> str:
+    """Set the topic configs that differ from ``config``; returns what was done."""
+    if not config:
+        return f"exists {name} ({settings.partitions} partitions)"
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    try:
+        current = admin.describe_configs([resource])[resource].result()
+    except KafkaException as exc:
+        raise CrawlError(f"cannot read the configs of topic {name}: {exc}") from None
+    differ = {k: v for k, v in config.items() if k not in current or current[k].value != v}
+    if not differ:
+        return f"exists {name} ({settings.partitions} partitions, configs up to date)"
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in differ.items()
+    ]
+    change = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=entries)
+    try:
+        admin.incremental_alter_configs([change])[change].result()
+    except KafkaException as exc:
+        raise CrawlError(f"cannot update the configs of topic {name}: {exc}") from None
+    was = ", ".join(
+        f"{k}={v} (was {current[k].value if k in current else 'unset'})"
+        for k, v in sorted(differ.items())
+    )
+    return f"updated {name}: {was}"
+
+
+def read_control(settings: Settings) -> dict[str, CrawlPolicy]:
+    """The latest policy of every crawl on the compacted control topic (crawl id -> policy).
+
+    Reads from the beginning up to the end offsets seen at start, with a throwaway consumer
+    group and no commits. A tombstone removes the crawl; undecodable values are logged and
+    skipped. Raises CrawlError if Kafka is unreachable or the topic does not exist.
+    """
+    name = topic_name(settings, "control")
+    conf = client_config(settings) | {
+        "group.id": f"streamcrawl-cli-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+    }
+    consumer = Consumer(conf)
+    try:
+        partitions = assign_all(consumer, settings, name, OFFSET_BEGINNING)
+        policies: dict[str, CrawlPolicy] = {}
+        for msg in consume_to_end(consumer, partitions):
+            crawl_id = (msg.key() or b"").decode("utf-8", "replace")
+            value = msg.value()
+            if value is None:
+                policies.pop(crawl_id, None)
+                continue
+            try:
+                policies[crawl_id] = decode("control", value)
+            except BadMessage as exc:
+                log.warning("skipping control message at offset %s: %s", msg.offset(), exc)
+        return policies
+    finally:
+        consumer.close()
+
+
+def assign_all(consumer: Consumer, settings: Settings, name: str, offset: int) -> int:
+    """Assign every partition of topic ``name`` at ``offset``; returns the partition count."""
+    try:
+        metadata = consumer.list_topics(name, timeout=CONNECT_TIMEOUT_S)
+    except KafkaException as exc:
+        raise unreachable(settings, exc) from None
+    topic = metadata.topics.get(name)
+    if topic is None or topic.error is not None or not topic.partitions:
+        raise CrawlError(
+            f"topic {name} does not exist: run `streamcrawl admin create-topics` "
+            "(and check STREAMCRAWL_TOPIC_PREFIX / --topic-prefix)"
+        )
+    consumer.assign([TopicPartition(name, p, offset) for p in topic.partitions])
+    return len(topic.partitions)
+
+
+def consume_to_end(consumer: Consumer, partitions: int, *, follow: bool = False) -> Any:
+    """Yield messages until every assigned partition reported end-of-partition once.
+
+    With ``follow`` it never stops (until interrupted). Needs ``enable.partition.eof``.
+    Raises CrawlError on a fatal consumer error.
+    """
+    at_end: set[int] = set()
+    while follow or len(at_end) < partitions:
+        msg = consumer.poll(1.0)
+        if msg is None:
+            continue
+        err = msg.error()
+        if err is None:
+            yield msg
+        elif err.code() == KafkaError._PARTITION_EOF:
+            at_end.add(msg.partition() or 0)
+        elif err.fatal() or not err.retriable():
+            raise CrawlError(f"Kafka consumer error on {msg.topic()}: {err.str()}")
+        else:
+            log.warning("Kafka consumer: %s", err.str())
+
+
+def publish_control(settings: Settings, policy: CrawlPolicy) -> None:
+    """Publish ``policy`` on the control topic keyed by its crawl id; waits for the ack."""
+    producer = Producer(producer_config(settings))
+    failures: list[str] = []
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    producer.produce(
+        topic_name(settings, "control"),
+        key=policy.crawl_id.encode("utf-8"),
+        value=encode(policy),
+        on_delivery=delivered,
+    )
+    if producer.flush(CONNECT_TIMEOUT_S) > 0:
+        raise unreachable(settings)
+    if failures:
+        raise CrawlError(f"cannot publish to {topic_name(settings, 'control')}: {failures[0]}")

@@ -1,0 +1,221 @@
+"""Handlers of the Kafka-wiring sub-commands declared in ``topology.commands``.
+
+``commands.run`` calls ``cmd_<command>(args)``; each returns the exit code. Settings come from
+the flags (``None`` = not given) and then the ``STREAMCRAWL_*`` environment. A bad setting raises
+``ConfigError`` (exit 2, one line); an unreachable Kafka or Cassandra raises ``CrawlError`` whose
+message says what to check (exit 1).
+
+Sections: admin, status, pages, pause/resume/stop; ``worker`` and ``seed`` follow at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from typing import Any
+
+import msgspec
+
+from agents.errors import CrawlError
+from schemas.codec import BadMessage, decode
+from schemas.records import CrawlRunState, TerminalState
+from topology import admin
+from topology.settings import Settings, load_settings
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    """Settings from the flags this sub-command has (absent or ``None`` flags are ignored)."""
+    names = (
+        "kafka_bootstrap",
+        "topic_prefix",
+        "cassandra_hosts",
+        "cassandra_keyspace",
+        "partitions",
+        "replication_factor",
+    )
+    flags = {name: getattr(args, name, None) for name in names}
+    return load_settings(**flags, **extra)
+
+
+# --- admin -----------------------------------------------------------------------------------
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    """``admin create-topics|create-schema``: idempotent setup; prints one line per action."""
+    settings = _settings(args)
+    if args.action == "create-topics":
+        for line in admin.create_topics(settings):
+            print(line)
+    else:
+        from agents.sink_cassandra import create_schema
+
+        for statement in create_schema(settings):
+            print(" ".join(statement.split()) + ";")
+    return 0
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``status [--crawl-id ID] [--json]``: counts per terminal state, from Cassandra.
+
+    With ``--json`` prints ONE object ``{"crawl_id", "states", "pages_per_s"}`` where
+    ``states`` has every terminal state (0 when none). Without ``--crawl-id`` the object sums
+    all crawls (``crawl_id`` null) and adds ``"crawls": {id: {"states", "pages_per_s"}}``.
+    """
+    settings = _settings(args)
+    report = asyncio.run(_status_report(settings, args.crawl_id))
+    if args.json:
+        print(json.dumps(report, sort_keys=False))
+    else:
+        _print_status(report)
+    return 0
+
+
+async def _status_report(settings: Settings, crawl_id: str | None) -> dict[str, Any]:
+    from agents.sink_cassandra import CassandraSink
+
+    sink = CassandraSink(settings)
+    await sink.start()
+    try:
+        stats = await sink.stats(crawl_id)
+    finally:
+        await sink.stop()
+    crawls = {
+        cid: {"states": s.all_states(), "pages_per_s": s.pages_per_s()}
+        for cid, s in sorted(stats.items())
+    }
+    if crawl_id is not None:
+        one = crawls.get(crawl_id) or {"states": _zero_states(), "pages_per_s": None}
+        return {"crawl_id": crawl_id, **one}
+    totals = _zero_states()
+    for crawl in crawls.values():
+        for state, n in crawl["states"].items():
+            totals[state] += n
+    return {"crawl_id": None, "states": totals, "pages_per_s": None, "crawls": crawls}
+
+
+def _zero_states() -> dict[str, int]:
+    return {state.value: 0 for state in TerminalState}
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    crawls = report.get("crawls")
+    if crawls is None:
+        crawls = {report["crawl_id"]: report}
+    if not crawls:
+        print("no crawls recorded yet")
+        return
+    for crawl_id, crawl in crawls.items():
+        rate = crawl["pages_per_s"]
+        print(f"crawl {crawl_id}" + (f"  ({rate:.2f} pages/s)" if rate is not None else ""))
+        for state, n in crawl["states"].items():
+            print(f"  {state:<22}{n:>10}")
+        print(f"  {'total':<22}{sum(crawl['states'].values()):>10}")
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+
+class _CrawlOf(msgspec.Struct):
+    crawl_id: str
+
+
+def cmd_pages(args: argparse.Namespace) -> int:
+    """``pages [--crawl-id ID] [--follow] [--from-beginning]``: the page stream as JSON lines.
+
+    One line per page: the value as published, minus ``"body": null`` (a body is printed only
+    when the page has one). Starts at the oldest page with ``--from-beginning``, else at the
+    end. Stops once caught up with the end of every partition, unless ``--follow``. Uses a
+    throwaway consumer group and never commits, so it cannot disturb the workers.
+    """
+    settings = _settings(args)
+    conf = admin.client_config(settings) | {
+        "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+    }
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer
+
+    consumer = Consumer(conf)
+    try:
+        name = admin.topic_name(settings, "pages")
+        start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+        partitions = admin.assign_all(consumer, settings, name, start)
+        for msg in admin.consume_to_end(consumer, partitions, follow=args.follow):
+            line = _page_line(msg.value(), args.crawl_id, msg.offset())
+            if line is not None:
+                sys.stdout.write(line + "\n")
+                if args.follow:
+                    sys.stdout.flush()
+    except BrokenPipeError:  # `streamcrawl pages | head`
+        sys.stderr.close()
+    finally:
+        consumer.close()
+    return 0
+
+
+def _page_line(value: bytes | None, crawl_id: str | None, offset: int) -> str | None:
+    """The JSON line to print for one pages value, or None to skip it."""
+    if value is None:
+        return None
+    try:
+        if crawl_id is not None and msgspec.json.decode(value, type=_CrawlOf).crawl_id != crawl_id:
+            return None
+        page = decode("pages", value)
+    except (BadMessage, msgspec.DecodeError) as exc:
+        print(f"streamcrawl: skipping pages message at offset {offset}: {exc}", file=sys.stderr)
+        return None
+    if page.body is not None:
+        return bytes(value).decode("utf-8")
+    fields = msgspec.structs.asdict(page)
+    del fields["body"]
+    return msgspec.json.encode(fields).decode("utf-8")
+
+
+# --- pause / resume / stop -------------------------------------------------------------------
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    """``pause --crawl-id ID``: workers stop starting fetches for the crawl."""
+    return _set_run_state(args, "paused")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """``resume --crawl-id ID``: a paused crawl continues."""
+    return _set_run_state(args, "running")
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """``stop --crawl-id ID``: the crawl ends; its waiting URLs are cancelled by the workers."""
+    return _set_run_state(args, "stopped")
+
+
+def _set_run_state(args: argparse.Namespace, state: CrawlRunState) -> int:
+    """Re-publish the crawl's latest policy on ``control`` with ``state``.
+
+    Raises CrawlError if the crawl id has no policy on the control topic.
+    """
+    settings = _settings(args)
+    policies = admin.read_control(settings)
+    policy = policies.get(args.crawl_id)
+    if policy is None:
+        known = ", ".join(sorted(policies)) or "none"
+        raise CrawlError(
+            f"unknown crawl {args.crawl_id!r} on {admin.topic_name(settings, 'control')} "
+            f"(known: {known}); start it with `streamcrawl seed URL --crawl-id ID`"
+        )
+    if policy.state == "stopped" and state != "stopped":
+        raise CrawlError(f"crawl {args.crawl_id!r} is stopped; a stopped crawl cannot {state}")
+    if policy.state != state:
+        admin.publish_control(settings, msgspec.structs.replace(policy, state=state))
+    print(f"crawl {args.crawl_id}: {state}" + (" (unchanged)" if policy.state == state else ""))
+    return 0
+
+
+# --- worker and seed (appended below) --------------------------------------------------------
