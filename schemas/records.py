@@ -45,7 +45,7 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     v: int = SCHEMA_VERSION
     crawl_id: str
     seeds: tuple[str, ...] = ()
-    # Scope. Empty allow_hosts and allow_domains means: the seeds' hosts ("www." ignored).
+    # Scope: the seeds' hosts ("www." ignored) always, plus allow_hosts and allow_domains.
     allow_hosts: tuple[str, ...] = ()
     allow_domains: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
