@@ -211,3 +211,32 @@ async def test_output_records_have_the_documented_fields(tmp_path: Path) -> None
     assert pages[0]["title"] == "Home" and pages[0]["outlinks"] == 1
     assert {"url", "state", "depth", "attempts", "last_error"} <= set(urls[0])
     msgspec.json.decode(json.dumps(urls[0]).encode())
+
+
+async def test_robots_5xx_waits_and_retries_before_any_page(tmp_path: Path) -> None:
+    from aiohttp import web
+
+    calls = {"n": 0}
+
+    async def robots(_: web.Request) -> web.Response:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return web.Response(status=503, text="busy")
+        return web.Response(text="User-agent: *\nDisallow: /no\n")
+
+    async with RecordingServer({"/robots.txt": robots, "/": page("/no", "/yes"),
+                                "/yes": page(), "/no": page()}) as srv:
+        _, _, urls = await crawl(tmp_path, [srv.url("/")])
+    paths = [r.path for r in srv.log]
+    assert paths[:2] == ["/robots.txt", "/robots.txt"]  # no page before robots.txt answered
+    assert "/no" not in paths
+    assert {u["url"].rsplit("/", 1)[1]: u["state"] for u in urls} == {
+        "": "fetched", "yes": "fetched", "no": "robots_denied"
+    }
+
+
+async def test_robots_unreachable_for_good_denies_instead_of_hanging(tmp_path: Path) -> None:
+    async with RecordingServer({"/robots.txt": text("down", status=500), "/": page()}) as srv:
+        _, pages, urls = await crawl(tmp_path, [srv.url("/")], retries=1, robots_error_ttl=0.5)
+    assert pages == [] and [u["state"] for u in urls] == ["robots_denied"]
+    assert all(r.path == "/robots.txt" for r in srv.log)
