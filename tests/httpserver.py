@@ -39,6 +39,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Marker header: the prepare hook removes it and the Content-Type aiohttp adds by default, so a
 # test can serve a body without any Content-Type.
 _DROP_CT = "X-Test-Drop-Content-Type"
+_SENT = web.AppKey("sent", dict[str, int])
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def stream(
         if content_length:
             resp.content_length = total
         await resp.prepare(request)
-        sent_log: dict[str, int] = request.app["sent"]
+        sent_log = request.app[_SENT]
         sent = 0
         piece = b"x" * chunk
         try:
@@ -234,7 +235,7 @@ class RecordingServer:
     async def start(self) -> RecordingServer:
         """Bind a free port and start serving."""
         app = web.Application()
-        app["sent"] = self.sent
+        app[_SENT] = self.sent
         app.router.add_route("*", "/{tail:.*}", self._handle)
         app.on_response_prepare.append(self._on_prepare)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)

@@ -1,0 +1,174 @@
+"""Extract what the crawl needs from an HTML page: title, base, links, canonical, meta robots.
+
+Pure and total: ``parse_html`` never raises, whatever the markup (hostile input yields fewer
+fields, not an error). One lexbor parse and one CSS query per page; the nodes come back in
+document order and are dispatched by tag.
+
+Link choices:
+
+- ``a[href]`` and ``area[href]``; ``nofollow`` when their ``rel`` has the ``nofollow`` token.
+  ``ugc`` and ``sponsored`` are hints for search engines about ranking, not crawl directives, so
+  they do not count as nofollow.
+- ``link[href]`` only for ``rel`` next, prev/previous, and alternate without a non-HTML ``type``
+  (language variants, not RSS feeds); never stylesheet, icon, preload and the like, which are
+  not pages. ``rel=canonical`` goes to ``canonical``, not to ``links``.
+- the URL of ``<meta http-equiv=refresh>``.
+- empty hrefs and bare ``#fragment`` hrefs (this same page) are dropped; other hrefs are kept
+  raw (stripped): resolving them against ``base`` and filtering schemes is the canonicalizer's.
+- deduplicated by raw href, first occurrence's position; nofollow only if every occurrence is.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Final, NamedTuple
+from urllib.parse import urljoin, urlsplit
+
+from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser, LexborNode
+
+from agents.robots import robots_directives
+
+log = logging.getLogger(__name__)
+
+MAX_TITLE_CHARS: Final = 2048
+# Without DOM mutation events lexbor parses about twice as fast; the events only implement
+# behaviours such as <selectedcontent> mirroring an <option>, which link extraction never sees.
+_OPTIONS: Final = int(LexborDocumentOptions.WO_EVENTS)
+_SELECTOR: Final = "title, base[href], a[href], area[href], link[href], meta"
+_FOLLOWED_LINK_RELS: Final = frozenset({"next", "prev", "previous", "alternate"})
+_NOT_PAGE_RELS: Final = frozenset({"stylesheet", "icon", "preload", "prefetch", "modulepreload"})
+_HTML_TYPES: Final = frozenset({"", "text/html", "application/xhtml+xml"})
+# HTML Standard "shared declarative refresh steps": "5; url='x'", "0;URL=x", "3, x", "x" alone.
+_REFRESH: Final = re.compile(
+    r"""\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?(?P<q>["']?)(?P<url>.*)""", re.IGNORECASE | re.DOTALL
+)
+_SPACES: Final = re.compile(r"\s+")
+
+
+class Link(NamedTuple):
+    """One outgoing link: the raw, stripped attribute value, and whether it is nofollow."""
+
+    href: str
+    nofollow: bool
+
+
+class ParsedPage(NamedTuple):
+    """What ``parse_html`` extracts from one page."""
+
+    title: str | None  # whitespace collapsed, at most MAX_TITLE_CHARS; None if absent/empty
+    base: str  # absolute: a valid http(s) <base href> resolved against the URL, else the URL
+    links: list[Link]
+    canonical: str | None  # raw href of the first <link rel=canonical>
+    meta_robots: frozenset[str]  # from <meta name=robots> and <meta name=PRODUCT_TOKEN>
+    meta_refresh: str | None  # raw URL of the first <meta http-equiv=refresh> that has one
+
+
+def _rel(attrs: dict[str, str | None]) -> set[str]:
+    return set((attrs.get("rel") or "").lower().split())
+
+
+def _refresh_url(content: str) -> str | None:
+    match = _REFRESH.match(content)
+    if match is None:
+        return None
+    url = match.group("url").strip()
+    quote = match.group("q")
+    if quote and quote in url:
+        url = url[: url.index(quote)]
+    return url.strip() or None
+
+
+def _resolve_base(url: str, href: str) -> str:
+    try:
+        base = urljoin(url, href)
+        parts = urlsplit(base)
+    except ValueError:
+        return url
+    return base if parts.scheme in ("http", "https") and parts.netloc else url
+
+
+class _Collector:
+    """Accumulates the fields while the nodes are visited once, in document order."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url
+        self.token = token
+        self.title: str | None = None
+        self.base: str | None = None
+        self.canonical: str | None = None
+        self.refresh: str | None = None
+        self.robots: set[str] = set()
+        self.links: dict[str, bool] = {}  # href -> nofollow; dicts keep insertion order
+
+    def add_link(self, href: str | None, nofollow: bool) -> None:
+        if not href:
+            return
+        href = href.strip()
+        if not href or href.startswith("#"):
+            return
+        seen = self.links.get(href)
+        self.links[href] = nofollow if seen is None else seen and nofollow
+
+    def visit(self, node: LexborNode) -> None:
+        tag = node.tag
+        attrs = node.attributes
+        if tag == "a" or tag == "area":
+            self.add_link(attrs.get("href"), "nofollow" in _rel(attrs))
+        elif tag == "link":
+            self._link(attrs)
+        elif tag == "meta":
+            self._meta(attrs)
+        elif tag == "title":
+            if self.title is None:
+                text = _SPACES.sub(" ", node.text(deep=True)).strip()[:MAX_TITLE_CHARS]
+                self.title = text or None
+        elif tag == "base" and self.base is None:
+            self.base = _resolve_base(self.url, (attrs.get("href") or "").strip())
+
+    def _link(self, attrs: dict[str, str | None]) -> None:
+        rel = _rel(attrs)
+        if "canonical" in rel and self.canonical is None:
+            self.canonical = (attrs.get("href") or "").strip() or None
+        if rel & _FOLLOWED_LINK_RELS and not rel & _NOT_PAGE_RELS:
+            media = (attrs.get("type") or "").split(";")[0].strip().lower()
+            if "alternate" not in rel or media in _HTML_TYPES:
+                self.add_link(attrs.get("href"), "nofollow" in rel)
+
+    def _meta(self, attrs: dict[str, str | None]) -> None:
+        content = attrs.get("content") or ""
+        name = (attrs.get("name") or "").strip().lower()
+        if name == "robots" or (name and name == self.token):
+            self.robots |= robots_directives(content)
+        elif (attrs.get("http-equiv") or "").strip().lower() == "refresh" and self.refresh is None:
+            self.refresh = _refresh_url(content)
+            self.add_link(self.refresh, False)
+
+    def page(self) -> ParsedPage:
+        return ParsedPage(
+            title=self.title,
+            base=self.base or self.url,
+            links=[Link(href, nofollow) for href, nofollow in self.links.items()],
+            canonical=self.canonical,
+            meta_robots=frozenset(self.robots),
+            meta_refresh=self.refresh,
+        )
+
+
+def parse_html(html: str, url: str, *, product_token: str = "streamcrawl") -> ParsedPage:
+    """Parse ``html`` fetched from ``url``; never raises (see the module docstring).
+
+    ``product_token`` is our robots product token: ``<meta name="streamcrawl">`` applies to us
+    like ``<meta name="robots">``.
+    """
+    collector = _Collector(url, product_token.lower())
+    try:
+        try:
+            tree = LexborHTMLParser(html, options=_OPTIONS)
+        except UnicodeEncodeError:  # lone surrogates cannot be encoded to UTF-8 for lexbor
+            tree = LexborHTMLParser(html.encode("utf-8", errors="replace"), options=_OPTIONS)
+        for node in tree.css(_SELECTOR):
+            collector.visit(node)
+    except Exception:  # a parser failure on hostile input costs this page's fields, not the crawl
+        log.warning("HTML of %s could not be parsed", url, exc_info=True)
+    return collector.page()
