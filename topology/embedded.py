@@ -44,7 +44,7 @@ class Summary:
     bytes: int = 0
     retries: int = 0
     duplicates: int = 0
-    queued: int = 0
+    queued: int = 0  # admitted URLs still waiting for a terminal state
     elapsed: float = 0.0
     interrupted: bool = False
     out_dir: str = ""
@@ -107,6 +107,7 @@ class EmbeddedCrawl:
             state = _decode_origin(raw)
             if state.head < state.tail:
                 self.scheduler.track(state)
+                self.summary.queued += state.tail - state.head
         seeds: dict[str, list[UrlRef]] = {}
         for seed in self.policy.seeds:
             canon = self.rules.canonicalizer.canonicalize(seed)
@@ -117,6 +118,7 @@ class EmbeddedCrawl:
             batch = FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
             admission = self.frontier.admit(ch, batch, self.rules, budget=self._budget(ch))
             statuses.extend(admission.statuses)
+            self.summary.queued += len(admission.queued)
             if admission.state is not None:
                 self.scheduler.track(admission.state)
         self._commit(ch, None, statuses)
@@ -149,12 +151,14 @@ class EmbeddedCrawl:
             admission = self.frontier.admit(ch, batch, self.rules, budget=self._budget(ch))
             statuses.extend(admission.statuses)
             self.summary.duplicates += admission.duplicates
+            self.summary.queued += len(admission.queued)
             if admission.state is not None and admission.queued:
                 touched.append(admission.state)
             for origin, refs in admission.misrouted.items():
                 pending.append(FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs)))
         applied = self.frontier.apply(ch, report.outcome, self.rules)
         statuses.extend(applied.statuses)
+        self.summary.queued -= len(applied.statuses)
         if applied.retried:
             self.summary.retries += 1
         self._commit(ch, report, statuses)
@@ -192,10 +196,6 @@ class EmbeddedCrawl:
                 self.summary.interrupted = True
         finally:
             await session.close()
-            self.summary.queued = sum(
-                _decode_origin(raw).tail - _decode_origin(raw).head
-                for _, raw in self.store.scan(ORIGINS)
-            )
             self.summary.elapsed = time.monotonic() - started
             self.sink.close()
             self.store.close()

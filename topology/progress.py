@@ -50,11 +50,11 @@ class ProgressBar:
         self._last = now
         done = sum(summary.states.values())
         errors = summary.states.get("failed", 0)
-        discovered = done + in_flight + max(origins, 0)
+        discovered = done + summary.queued
         rate = summary.pages / max(now - self._started, 1e-6)
         self._progress.update(
             self._task, completed=done, total=max(discovered, done, 1), rate=rate,
-            queue=origins, in_flight=in_flight, errors=errors,
+            queue=summary.queued, in_flight=in_flight, errors=errors,
         )
 
     def __exit__(
