@@ -134,7 +134,10 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="streamcrawl", description="A polite, replay-safe web crawler.")
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default WARNING; the worker defaults to STREAMCRAWL_LOG_LEVEL",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     crawl = sub.add_parser("crawl", help="crawl in this process (no Kafka, no Cassandra)")
@@ -158,9 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if args.command != "worker":  # the worker configures logging from its settings
+        logging.basicConfig(
+            level=args.log_level or "WARNING",
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
     try:
         if args.command == "crawl":
             return _crawl(args)
