@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import uuid
 from typing import Any
@@ -40,6 +41,15 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     return load_settings(**flags, **extra)
 
 
+def _quiet_cassandra_driver() -> None:
+    """Hide the driver's connection tracebacks: an unreachable node becomes ONE error line.
+
+    Kept with ``--log-level DEBUG``.
+    """
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("cassandra").setLevel(logging.CRITICAL)
+
+
 # --- admin -----------------------------------------------------------------------------------
 
 
@@ -52,6 +62,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
     else:
         from agents.sink_cassandra import create_schema
 
+        _quiet_cassandra_driver()
         for statement in create_schema(settings):
             print(" ".join(statement.split()) + ";")
     return 0
@@ -68,6 +79,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     all crawls (``crawl_id`` null) and adds ``"crawls": {id: {"states", "pages_per_s"}}``.
     """
     settings = _settings(args)
+    _quiet_cassandra_driver()
     report = asyncio.run(_status_report(settings, args.crawl_id))
     if args.json:
         print(json.dumps(report, sort_keys=False))
@@ -85,7 +97,7 @@ async def _status_report(settings: Settings, crawl_id: str | None) -> dict[str, 
         stats = await sink.stats(crawl_id)
     finally:
         await sink.stop()
-    crawls = {
+    crawls: dict[str, dict[str, Any]] = {
         cid: {"states": s.all_states(), "pages_per_s": s.pages_per_s()}
         for cid, s in sorted(stats.items())
     }

@@ -1,0 +1,206 @@
+"""One suite over every sink: MemorySink always, CassandraSink against a real node.
+
+The contract (ARCHITECTURE §4 invariant 4): rows keep the version with the newest record time;
+replaying any input leaves the same rows; counts per terminal state are exact.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+from cassandra import OperationTimedOut
+
+from agents.errors import CrawlError, SinkBackpressure
+from agents.sink_cassandra import CassandraSink, create_schema
+from agents.sink_memory import MemorySink, Sink
+from schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
+from topology.settings import load_settings
+
+T0 = 1_780_000_000.123456
+
+
+def page(crawl_id: str, url: str, fetched_at: float = T0, **fields: object) -> Page:
+    base = Page(
+        crawl_id=crawl_id, url=url, final_url=url, origin="https://example.org", status=200,
+        headers={"content-type": "text/html"}, content_type="text/html", charset="utf-8",
+        title="first", depth=1, fetched_at=fetched_at, elapsed_ms=12.5, body_sha256="ab" * 32,
+        body_bytes=1234, outlinks=3,
+    )  # fmt: skip
+    return msgspec.structs.replace(base, **fields)
+
+
+def status(
+    crawl_id: str, url: str, state: TerminalState, at: float = T0, **fields: object
+) -> UrlStatus:
+    base = UrlStatus(
+        crawl_id=crawl_id, url=url, origin="https://example.org", state=state, depth=1,
+        attempts=1, updated_at=at,
+    )  # fmt: skip
+    return msgspec.structs.replace(base, **fields)
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("cassandra", marks=[pytest.mark.cassandra, pytest.mark.integration]),
+    ]
+)
+async def sink(request: pytest.FixtureRequest) -> AsyncIterator[Sink]:
+    if request.param == "memory":
+        backend: Sink = MemorySink()
+    else:
+        settings = load_settings(
+            cassandra_hosts=request.getfixturevalue("cassandra_hosts"),
+            cassandra_keyspace=request.getfixturevalue("cassandra_keyspace"),
+            sink_concurrency=8,
+        )
+        create_schema(settings)
+        backend = CassandraSink(settings)
+    await backend.start()
+    yield backend
+    await backend.stop()
+
+
+@pytest.fixture
+def crawl_id() -> str:
+    return "c-" + uuid.uuid4().hex[:10]
+
+
+async def test_round_trip(sink: Sink, crawl_id: str) -> None:
+    p = page(crawl_id, "https://example.org/a", redirects=("https://example.org/r",), body="<p>")
+    bare = page(crawl_id, "https://example.org/b", headers={}, title=None, content_type=None)
+    s = status(crawl_id, p.url, TerminalState.FETCHED, status=200, final_url=p.url)
+    failed = status(crawl_id, bare.url, TerminalState.FAILED, attempts=3, last_error="timeout")
+    await sink.write([p, bare], [s, failed])
+    assert await sink.get_page(crawl_id, p.url) == p
+    assert await sink.get_page(crawl_id, bare.url) == bare
+    assert await sink.get_status(crawl_id, s.origin, s.url) == s
+    assert await sink.get_status(crawl_id, failed.origin, failed.url) == failed
+    assert await sink.get_page(crawl_id, "https://example.org/never") is None
+    assert await sink.get_status(crawl_id, s.origin, "https://example.org/never") is None
+
+
+async def test_replay_leaves_rows_unchanged(sink: Sink, crawl_id: str) -> None:
+    pages = [page(crawl_id, f"https://example.org/{i}") for i in range(20)]
+    statuses = [status(crawl_id, p.url, TerminalState.FETCHED) for p in pages]
+    await sink.write(pages, statuses)
+    before = await sink.counts(crawl_id)
+    for _ in range(2):
+        await sink.write(pages, statuses)
+        await sink.write(pages[5:], statuses[:5])
+    assert await sink.counts(crawl_id) == before
+    for p, s in zip(pages, statuses, strict=True):
+        assert await sink.get_page(crawl_id, p.url) == p
+        assert await sink.get_status(crawl_id, s.origin, s.url) == s
+
+
+async def test_newer_fetch_wins(sink: Sink, crawl_id: str) -> None:
+    url = "https://example.org/page"
+    old = page(crawl_id, url, body="old body")
+    new = page(crawl_id, url, fetched_at=T0 + 60, title="second", status=404, body=None)
+    await sink.write([old], [status(crawl_id, url, TerminalState.FAILED, last_error="503")])
+    await sink.write([new], [status(crawl_id, url, TerminalState.FETCHED, at=T0 + 60)])
+    assert await sink.get_page(crawl_id, url) == new  # the old body and title are gone
+    got = await sink.get_status(crawl_id, "https://example.org", url)
+    assert got is not None and got.state == TerminalState.FETCHED and got.last_error is None
+    assert (await sink.counts(crawl_id))[crawl_id]["fetched"] == 1
+    assert (await sink.counts(crawl_id))[crawl_id]["failed"] == 0
+
+
+async def test_older_replay_does_not_overwrite(sink: Sink, crawl_id: str) -> None:
+    url = "https://example.org/page"
+    old = page(crawl_id, url)
+    new = page(crawl_id, url, fetched_at=T0 + 1e-6, title="second")  # 1 microsecond later
+    newer_state = status(crawl_id, url, TerminalState.FETCHED, at=T0 + 1)
+    await sink.write([new], [newer_state])
+    await sink.write([old], [status(crawl_id, url, TerminalState.FAILED, last_error="x")])
+    assert await sink.get_page(crawl_id, url) == new
+    assert await sink.get_status(crawl_id, "https://example.org", url) == newer_state
+
+
+async def test_counts_per_state(sink: Sink, crawl_id: str) -> None:
+    other = crawl_id + "-other"
+    plan = {TerminalState.FETCHED: 7, TerminalState.ROBOTS_DENIED: 2, TerminalState.FAILED: 1}
+    statuses = [
+        status(crawl_id, f"https://example.org/{state}/{i}", state, at=T0 + i)
+        for state, n in plan.items()
+        for i in range(n)
+    ]
+    await sink.write(
+        [], [*statuses, status(other, "https://example.org/", TerminalState.CANCELLED)]
+    )
+    counts = await sink.counts(crawl_id)
+    expected = {state.value: plan.get(state, 0) for state in TerminalState}
+    assert counts == {crawl_id: expected}
+    everything = await sink.counts(None)
+    assert everything[crawl_id] == expected
+    assert everything[other]["cancelled"] == 1
+    assert await sink.counts("no-such-crawl") == {
+        "no-such-crawl": {state.value: 0 for state in TerminalState}
+    }
+    stats = (await sink.stats(crawl_id))[crawl_id]
+    assert stats.first_fetched_at == T0 and stats.last_fetched_at == T0 + 6
+    assert stats.pages_per_s() == pytest.approx(7 / 6, abs=1e-3)
+
+
+async def test_spec_latest_wins_and_created_at_is_first(sink: Sink, crawl_id: str) -> None:
+    running = CrawlPolicy(crawl_id=crawl_id, seeds=("https://example.org/",))
+    paused = msgspec.structs.replace(running, state="paused")
+    await sink.write_spec(running, at=T0)
+    await sink.write_spec(paused, at=T0 + 10)
+    await sink.write_spec(running, at=T0)  # replay of the older message
+    assert await sink.get_spec(crawl_id) == (paused, T0)
+    assert await sink.get_spec("no-such-crawl") is None
+
+
+async def test_many_rows_with_bounded_concurrency(sink: Sink, crawl_id: str) -> None:
+    pages = [page(crawl_id, f"https://example.org/n/{i}", fetched_at=T0 + i) for i in range(300)]
+    await sink.write(pages, [status(crawl_id, p.url, TerminalState.FETCHED) for p in pages])
+    assert (await sink.counts(crawl_id))[crawl_id]["fetched"] == 300
+
+
+# --- CassandraSink only ---------------------------------------------------------------------
+
+
+async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(cassandra_hosts="127.0.0.1:1")
+    sink = CassandraSink(settings, retries=2, backoff=0.01)
+    sink._prepared = {"status": object(), "state_by_crawl": object()}
+    calls: list[str] = []
+
+    async def failing(statement: object, params: object, paging_state: object) -> None:
+        calls.append("x")
+        raise OperationTimedOut("slow")
+
+    monkeypatch.setattr(sink, "_execute", failing)
+    with pytest.raises(SinkBackpressure) as raised:
+        await sink.write([], [status("c", "https://example.org/", TerminalState.FETCHED)])
+    assert raised.value.retry_after > 0
+    assert len(calls) == 2 * 3  # two statements, each tried 1 + 2 times
+
+    outcomes = iter([OperationTimedOut("slow"), None, None])
+
+    async def flaky(statement: object, params: object, paging_state: object) -> None:
+        error = next(outcomes)
+        if error is not None:
+            raise error
+
+    monkeypatch.setattr(sink, "_execute", flaky)
+    await sink.write([], [status("c", "https://example.org/", TerminalState.FETCHED)])
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+async def test_missing_schema_says_what_to_run(cassandra_hosts: str) -> None:
+    settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace="no_such_ks")
+    with pytest.raises(CrawlError, match="streamcrawl admin create-schema"):
+        await CassandraSink(settings).start()
+
+
+async def test_unreachable_cassandra_is_one_clear_error() -> None:
+    settings = load_settings(cassandra_hosts="127.0.0.1:1")
+    with pytest.raises(CrawlError, match=r"cannot reach Cassandra at 127\.0\.0\.1:1.*HOSTS"):
+        await CassandraSink(settings).start()
