@@ -1,0 +1,168 @@
+"""Published JSON Schemas match the records, accept what we encode, and enforce versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import msgspec
+import pytest
+
+from schemas import generate
+from schemas.codec import BadMessage, decode, encode
+from schemas.records import (
+    WIRE_RECORDS,
+    CrawlPolicy,
+    FrontierBatch,
+    Outcome,
+    Page,
+    TerminalState,
+    UrlRef,
+    UrlStatus,
+)
+
+SAMPLES: dict[str, list[msgspec.Struct]] = {
+    "control": [
+        CrawlPolicy(crawl_id="c1"),
+        CrawlPolicy(
+            crawl_id="c2", seeds=("https://example.org/",), max_pages=10, max_depth=2,
+            include=(r"^https://example\.org/docs/",), state="paused", store_bodies=True,
+        ),
+    ],
+    "frontier": [
+        FrontierBatch(
+            crawl_id="c1", origin="https://example.org",
+            urls=(UrlRef("https://example.org/a", 1, "https://example.org/"),
+                  UrlRef("https://example.org/b", 2)),
+        )
+    ],
+    "outcomes": [
+        Outcome(
+            crawl_id="c1", origin="https://example.org", kind="page", seq=4,
+            url="https://example.org/a", state="retry", error="timeout", retry_after=3.0,
+            backoff=True, started_at=1.5, finished_at=2.5,
+        ),
+        Outcome(
+            crawl_id="c1", origin="https://example.org", kind="robots", seq=-1,
+            url="https://example.org/robots.txt", state="fetched", status=200,
+            started_at=1.0, finished_at=1.2, robots_body="User-agent: *\nDisallow: /x\n",
+            robots_status=200,
+        ),
+    ],
+    "pages": [
+        Page(
+            crawl_id="c1", url="https://example.org/é", final_url="https://example.org/%C3%A9",
+            origin="https://example.org", status=200, headers={"content-type": "text/html"},
+            content_type="text/html", charset="utf-8", title="Été", depth=1,
+            fetched_at=1_780_000_000.25, elapsed_ms=10.0, body_sha256="0" * 64, body_bytes=5,
+            outlinks=0, redirects=("https://example.org/e",), body="<p>é</p>",
+        )
+    ],
+    "status": [
+        UrlStatus(
+            crawl_id="c1", url="https://example.org/a", origin="https://example.org",
+            state=state, depth=0, updated_at=2.0,
+            last_error="timeout" if state == TerminalState.FAILED else None,
+        )
+        for state in TerminalState
+    ],
+}  # fmt: skip
+
+
+def load_schema(topic: str) -> dict[str, Any]:
+    path = generate.JSON_DIR / generate.schema_file(topic)
+    schema: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    return schema
+
+
+def test_every_wire_record_has_samples() -> None:
+    assert set(SAMPLES) == set(WIRE_RECORDS)
+    for topic, samples in SAMPLES.items():
+        assert samples and all(type(s) is WIRE_RECORDS[topic] for s in samples)
+
+
+def test_committed_files_are_up_to_date() -> None:
+    on_disk = {p.name: p.read_text("utf-8") for p in generate.JSON_DIR.glob("*.json")}
+    assert on_disk == generate.build(), "run `python -m schemas.generate` and commit schemas/json"
+    assert generate.stale() == []
+
+
+def test_check_mode_reports_a_stale_file(tmp_path: Path) -> None:
+    generate.write(tmp_path)
+    assert generate.stale(tmp_path) == []
+    (tmp_path / "pages.v1.schema.json").write_text("{}", "utf-8")
+    (tmp_path / "old.v0.schema.json").write_text("{}", "utf-8")
+    assert generate.stale(tmp_path) == ["old.v0.schema.json", "pages.v1.schema.json"]
+    assert sorted(generate.write(tmp_path)) == ["old.v0.schema.json", "pages.v1.schema.json"]
+    assert generate.stale(tmp_path) == []
+
+
+def test_index_names_every_topic_and_its_schema_file() -> None:
+    index = json.loads((generate.JSON_DIR / "index.json").read_text("utf-8"))
+    assert set(index["topics"]) == set(WIRE_RECORDS)
+    for topic, entry in index["topics"].items():
+        assert (generate.JSON_DIR / entry["schema"]).is_file()
+        assert entry["value"] == {"encoding": "json", "charset": "utf-8"}
+        assert entry["key"]["format"] == ("crawl_id" if topic == "control" else "origin")
+    assert index["topics"]["pages"]["compression"] == "zstd"
+    assert index["topics"]["control"]["cleanup_policy"] == "compact"
+
+
+@pytest.mark.parametrize("topic", sorted(WIRE_RECORDS))
+def test_schema_is_valid_2020_12(topic: str) -> None:
+    jsonschema.Draft202012Validator.check_schema(load_schema(topic))
+
+
+@pytest.mark.parametrize(
+    ("topic", "record"), [(t, r) for t, samples in SAMPLES.items() for r in samples]
+)
+def test_encoded_records_validate_and_round_trip(topic: str, record: msgspec.Struct) -> None:
+    data = encode(record)
+    jsonschema.validate(json.loads(data), load_schema(topic), jsonschema.Draft202012Validator)
+    assert decode(topic, data) == record
+    assert decode(f"some.prefix.{topic}", data) == record
+
+
+@pytest.mark.parametrize("topic", sorted(WIRE_RECORDS))
+def test_unknown_version_is_rejected_by_decoder_and_schema(topic: str) -> None:
+    value = json.loads(encode(SAMPLES[topic][0]))
+    value["v"] = 2
+    data = json.dumps(value).encode()
+    with pytest.raises(BadMessage, match="unknown schema version v=2"):
+        decode(topic, data)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(value, load_schema(topic), jsonschema.Draft202012Validator)
+
+
+def test_unknown_version_wins_over_a_shape_error() -> None:
+    with pytest.raises(BadMessage, match="unknown schema version v=7"):
+        decode("pages", b'{"v": 7, "url": 1}')
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"{not json", "malformed|truncated|invalid"),
+        (b"[]", "Expected `object`"),
+        (b'{"v": 1, "crawl_id": "c"}', "missing required field"),
+        (b'{"v": "1", "crawl_id": "c"}', "unknown schema version v='1'"),
+        ("\udcff".encode("utf-8", "surrogatepass"), "."),
+    ],
+)
+def test_bad_values_raise_bad_message(data: bytes, why: str) -> None:
+    with pytest.raises(BadMessage, match=why):
+        decode("status", data)
+
+
+def test_bad_message_is_a_value_error_and_unknown_topics_are_refused() -> None:
+    assert issubclass(BadMessage, ValueError)
+    with pytest.raises(BadMessage, match="no wire record for topic 'nope'"):
+        decode("nope", b"{}")
+
+
+def test_unknown_fields_are_ignored_for_forward_compatibility() -> None:
+    value = json.loads(encode(SAMPLES["status"][0]))
+    value["added_later"] = {"x": 1}
+    assert decode("status", json.dumps(value)) == SAMPLES["status"][0]
