@@ -381,8 +381,7 @@ def create_schema(settings: Settings) -> list[str]:
 
     Raises ConfigError for a replication map Cassandra rejects, CrawlError if unreachable.
     """
-    from cassandra import InvalidRequest
-    from cassandra.protocol import SyntaxException
+    from cassandra.protocol import RequestValidationException
 
     cluster, session = connect(settings)
     applied = []
@@ -390,13 +389,14 @@ def create_schema(settings: Settings) -> list[str]:
         for statement in schema_statements(settings):
             try:
                 session.execute(statement, timeout=60)
-            except (SyntaxException, InvalidRequest) as exc:
+            except RequestValidationException as exc:
                 if statement.startswith("CREATE KEYSPACE"):
                     raise ConfigError(
                         f"invalid setting STREAMCRAWL_CASSANDRA_REPLICATION "
                         f"{settings.cassandra_replication!r}: {exc}"
                     ) from None
-                raise
+                what = statement.split("(")[0].strip()
+                raise CrawlError(f"Cassandra refused `{what}`: {exc}") from None
             applied.append(statement)
     finally:
         cluster.shutdown()
