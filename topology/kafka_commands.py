@@ -231,3 +231,64 @@ def _set_run_state(args: argparse.Namespace, state: CrawlRunState) -> int:
 
 
 # --- worker and seed (appended below) --------------------------------------------------------
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """``worker``: run a Faust worker until SIGTERM/SIGINT (then: stop dispatching, give
+    in-flight requests a bounded grace, flush, commit, exit 0)."""
+    import faust
+
+    from topology.app import create_app
+
+    settings = _settings(
+        args,
+        state_dir=getattr(args, "state_dir", None),
+        web_port=getattr(args, "web_port", None),
+        concurrency=getattr(args, "concurrency", None),
+    )
+    app = create_app(settings)
+    worker = faust.Worker(app, loglevel=settings.log_level, redirect_stdouts=False)
+    worker.execute_from_commandline()
+    return 0  # not reached: the worker exits the process itself
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    """``seed URL... [--crawl-id ID] [policy flags]``: publish the crawl spec on ``control``,
+    then ONE frontier batch per seed origin (keyed by origin, murmur2 like the workers).
+
+    Prints the crawl id (generated when not given). Raises CrawlError if Kafka is unreachable
+    or refuses a message.
+    """
+    from confluent_kafka import Producer
+
+    from agents.rules import CrawlRules
+    from schemas.codec import encode
+    from schemas.records import FrontierBatch, UrlRef
+    from topology.cli import policy_from_args
+
+    settings = _settings(args)
+    crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
+    policy = policy_from_args(args, args.urls, crawl_id)
+    admin.publish_control(settings, policy)  # the spec first: workers wait for it, bounded
+    canonicalizer = CrawlRules.from_policy(policy).canonicalizer
+    by_origin: dict[str, list[UrlRef]] = {}
+    for seed in policy.seeds:
+        canon = canonicalizer.canonicalize(seed)
+        by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
+    producer = Producer(admin.producer_config(settings))
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    frontier = admin.topic_name(settings, "frontier")
+    for origin, refs in by_origin.items():
+        batch = FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
+        producer.produce(frontier, key=origin.encode(), value=encode(batch), on_delivery=delivered)
+    if producer.flush(admin.CONNECT_TIMEOUT_S) > 0:
+        raise admin.unreachable(settings)
+    if failures:
+        raise CrawlError(f"cannot publish seeds to {frontier}: {failures[0]}")
+    print(crawl_id)
+    return 0

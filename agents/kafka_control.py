@@ -1,0 +1,207 @@
+"""What every worker must see in full: crawl specs (``control``) and page budgets (``budget``).
+
+Both are small compacted topics read from the beginning by a plain aiokafka consumer that
+assigns itself every partition (no consumer group), into in-memory dicts. Why not Faust
+GlobalTables: Faust 0.15 documents that a GlobalTable shared by several workers may loop in
+recovery (``faust/tables/globaltable.py``), and a GlobalTable written from a partitioned agent
+needs as many changelog partitions as the source topic. A direct reader has neither problem,
+costs one consumer per worker, and makes a bad ``control`` message a logged, counted skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.helpers import create_ssl_context
+from mode import Service
+
+from agents.metrics import Metrics
+from agents.rules import CrawlRules
+from schemas.codec import BadMessage, decode
+from schemas.records import CrawlPolicy
+
+log = logging.getLogger(__name__)
+
+
+def budget_key(crawl_id: str, partition: int) -> bytes:
+    """Key of one partition's admitted count of one crawl on the budget topic."""
+    return f"{crawl_id}\x00{partition}".encode()
+
+
+def kafka_security(settings: Any) -> dict[str, Any]:
+    """aiokafka keyword arguments for the security settings of ``topology.settings.Settings``."""
+    kwargs: dict[str, Any] = {"security_protocol": settings.kafka_security_protocol}
+    context: ssl.SSLContext | None = None
+    if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):
+        cafile = str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
+        context = create_ssl_context(cafile=cafile)
+        kwargs["ssl_context"] = context
+    if settings.kafka_sasl_mechanism:
+        password = settings.kafka_sasl_password
+        kwargs |= {
+            "sasl_mechanism": settings.kafka_sasl_mechanism,
+            "sasl_plain_username": settings.kafka_sasl_username,
+            "sasl_plain_password": password.get_secret_value() if password else None,
+        }
+    return kwargs
+
+
+class SharedView(Service):
+    """Crawl id -> rules and (crawl id, partition) -> admitted count, for every crawl.
+
+    ``ready`` is set once the reader has caught up with the end offsets seen at start.
+    """
+
+    def __init__(
+        self,
+        settings: Any,
+        control_topic: str,
+        budget_topic: str,
+        metrics: Metrics,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.control_topic = control_topic
+        self.budget_topic = budget_topic
+        self.metrics = metrics
+        self.policies: dict[str, CrawlPolicy] = {}
+        self.budgets: dict[bytes, int] = {}
+        self.ready = asyncio.Event()
+        self._rules: dict[str, CrawlRules] = {}
+        self._changed = asyncio.Condition()
+        self._consumer: AIOKafkaConsumer | None = None
+        self.listeners: list[Callable[[CrawlPolicy], None]] = []
+
+    # -- reads ---------------------------------------------------------------------------------
+    def rules(self, crawl_id: str) -> CrawlRules | None:
+        """Compiled rules of a crawl, rebuilt when its policy changes; ``None`` if unknown."""
+        policy = self.policies.get(crawl_id)
+        if policy is None:
+            return None
+        rules = self._rules.get(crawl_id)
+        if rules is None or rules.policy is not policy:
+            rules = self._rules[crawl_id] = CrawlRules.from_policy(policy)
+        return rules
+
+    async def wait_rules(self, crawl_id: str, timeout: float) -> CrawlRules | None:
+        """The crawl's rules, waiting up to ``timeout`` s for its spec; ``None``: it never came."""
+
+        async def arrived() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: crawl_id in self.policies)
+
+        if crawl_id not in self.policies:
+            try:
+                await asyncio.wait_for(arrived(), timeout)
+            except TimeoutError:
+                return None
+        return self.rules(crawl_id)
+
+    def admitted_elsewhere(self, crawl_id: str, partition: int, partitions: int) -> int:
+        """URLs of the crawl admitted by every partition but ``partition`` (as last published)."""
+        return sum(
+            self.budgets.get(budget_key(crawl_id, p), 0)
+            for p in range(partitions)
+            if p != partition
+        )
+
+    # -- the reader ----------------------------------------------------------------------------
+    async def on_start(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.kafka_bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **kafka_security(self.settings),
+        )
+        await self._consumer.start()
+        tps = []
+        for topic in (self.control_topic, self.budget_topic):
+            parts = self._consumer.partitions_for_topic(topic)
+            if not parts:
+                parts = await self._wait_partitions(topic)
+            tps += [TopicPartition(topic, p) for p in sorted(parts)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_beginning(*tps)
+        self.add_future(self._read(tps))
+
+    async def _wait_partitions(self, topic: str) -> set[int]:
+        assert self._consumer is not None
+        for _ in range(60):
+            await self._consumer._client.force_metadata_update()
+            parts = self._consumer.partitions_for_topic(topic)
+            if parts:
+                return set(parts)
+            await asyncio.sleep(1.0)
+        raise RuntimeError(
+            f"topic {topic} does not exist: run `streamcrawl admin create-topics` and check "
+            "STREAMCRAWL_TOPIC_PREFIX"
+        )
+
+    async def on_stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def _read(self, tps: list[TopicPartition]) -> None:
+        assert self._consumer is not None
+        consumer = self._consumer
+        end = await consumer.end_offsets(tps)
+        while not self.should_stop:
+            batches = await consumer.getmany(timeout_ms=500, max_records=1000)
+            changed = False
+            for messages in batches.values():
+                for msg in messages:
+                    changed |= self._apply(msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+            if changed:
+                async with self._changed:
+                    self._changed.notify_all()
+            if not self.ready.is_set() and await self._caught_up(tps, end):
+                self.ready.set()
+                log.info("shared view ready: %d crawls", len(self.policies))
+
+    async def _caught_up(self, tps: list[TopicPartition], end: dict[TopicPartition, int]) -> bool:
+        assert self._consumer is not None
+        for tp in tps:
+            if await self._consumer.position(tp) < end[tp]:
+                return False
+        return True
+
+    def _apply(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> bool:
+        where = {"topic": topic, "partition": partition, "offset": offset}
+        if topic == self.budget_topic:
+            try:
+                if key is not None and value is not None:
+                    self.budgets[key] = int(value)
+            except ValueError:
+                self.metrics.bad_messages.labels("budget").inc()
+                log.warning("bad budget message at %s/%s@%s", topic, partition, offset, extra=where)
+            return False
+        crawl_id = (key or b"").decode("utf-8", "replace")
+        if value is None:  # tombstone: the crawl was deleted
+            self.policies.pop(crawl_id, None)
+            return True
+        try:
+            policy: CrawlPolicy = decode("control", value)
+        except BadMessage as exc:
+            self.metrics.bad_messages.labels("control").inc()
+            log.warning(
+                "skipping bad control message at %s/%s@%s: %s",
+                topic,
+                partition,
+                offset,
+                exc,
+                extra=where,
+            )
+            return False
+        self.policies[policy.crawl_id] = policy
+        for listener in self.listeners:
+            listener(policy)
+        return True

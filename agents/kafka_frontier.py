@@ -1,0 +1,193 @@
+"""The frontier agent's body: the single writer of the ``seen``/``pending``/``origins`` tables.
+
+One call of ``FrontierAgent.handle`` per event of ``frontier`` or ``outcomes`` (same origin key,
+same partition count, so an origin's batches and outcomes meet in one partition, in order):
+
+1. decode; a bad message is logged with topic/partition/offset, counted, skipped;
+2. find the crawl's rules (waiting a bounded time for its spec, see ``SPEC_WAIT``);
+3. compute the changes with the pure ``Frontier.admit``/``apply`` over a ``Changes`` overlay;
+4. SEND first (terminal statuses to ``status``, misrouted URLs back to ``frontier``) and await
+   the acks, THEN commit the overlay to the tables. A crash between the two replays the event
+   and re-sends identical statuses, which the sink writes idempotently;
+5. publish this partition's admitted count (page budget) and tell the local scheduler.
+
+No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agents.frontier import Frontier, admitted_count
+from agents.kafka_control import SharedView, budget_key
+from agents.kafka_state import TableStore, partition_for
+from agents.metrics import Metrics
+from agents.rules import CrawlRules
+from agents.state import Changes
+from schemas.codec import BadMessage, decode, encode
+from schemas.records import FrontierBatch, OriginState, Outcome, UrlStatus
+
+log = logging.getLogger(__name__)
+
+# How long an event waits for the spec of its crawl. Waiting (not stashing the event in memory)
+# is what keeps this replay-safe: the offset is not acknowledged until the event was applied.
+# The seed CLI publishes the spec before the seeds, so the wait is normally milliseconds; an
+# event whose spec never comes (a deleted crawl) is skipped after this, logged and counted.
+SPEC_WAIT = 60.0
+
+
+class Publisher(Protocol):
+    """Sends values to ``<prefix>.<short>`` keyed by ``key``; returns once Kafka acked them all."""
+
+    def __call__(self, short: str, items: Sequence[tuple[bytes, bytes]]) -> Awaitable[None]: ...
+
+
+class SchedulerHook(Protocol):
+    """The local scheduler, told about state the frontier just committed."""
+
+    def admitted(self, state: OriginState) -> None: ...
+
+    def applied(self, origin: str, seq: int, state: OriginState) -> None: ...
+
+
+@dataclass(frozen=True)
+class Where:
+    """Position of the event being handled, for logs and routing."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def extra(self, origin: str | None = None) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "origin": origin,
+        }
+
+
+class FrontierAgent:
+    """Applies frontier batches and fetch outcomes of the partitions this worker owns."""
+
+    def __init__(
+        self,
+        *,
+        store: TableStore,
+        view: SharedView,
+        publish: Publisher,
+        hook: SchedulerHook,
+        metrics: Metrics,
+        partitions: int,
+        frontier: Frontier | None = None,
+        spec_wait: float = SPEC_WAIT,
+    ) -> None:
+        self.store = store
+        self.view = view
+        self.publish = publish
+        self.hook = hook
+        self.metrics = metrics
+        self.partitions = partitions
+        self.frontier = frontier if frontier is not None else Frontier()
+        self.spec_wait = spec_wait
+
+    async def handle(self, where: Where, value: bytes | None) -> None:
+        """Apply one event. Never raises for bad input; Kafka errors propagate (no commit)."""
+        short = where.topic.rpartition(".")[2]
+        try:
+            record = decode(short, value if value is not None else b"")
+        except BadMessage as exc:
+            self.metrics.bad_messages.labels(short).inc()
+            log.warning(
+                "skipping bad %s message at %s/%s@%s: %s",
+                short,
+                where.topic,
+                where.partition,
+                where.offset,
+                exc,
+                extra=where.extra(),
+            )
+            return
+        origin = record.origin
+        if partition_for(origin, self.partitions) != where.partition:
+            # Keyed by something else than its origin: route it to the partition that owns it.
+            log.warning(
+                "re-keying %s message for %s found on partition %s",
+                short,
+                origin,
+                where.partition,
+                extra=where.extra(origin),
+            )
+            await self.publish(short, [(origin.encode(), encode(record))])
+            return
+        rules = await self.view.wait_rules(record.crawl_id, self.spec_wait)
+        if rules is None:
+            self.metrics.unknown_crawl.inc()
+            log.error(
+                "skipping %s message of unknown crawl %r at %s/%s@%s",
+                short,
+                record.crawl_id,
+                where.topic,
+                where.partition,
+                where.offset,
+                extra=where.extra(origin),
+            )
+            return
+        if isinstance(record, FrontierBatch):
+            await self._admit(where, record, rules)
+        else:
+            await self._apply(record, rules)
+
+    async def _admit(self, where: Where, batch: FrontierBatch, rules: CrawlRules) -> None:
+        ch = Changes(self.store)
+        budget = self._budget(ch, batch.crawl_id, rules, where.partition)
+        admission = self.frontier.admit(ch, batch, rules, budget=budget)
+        misrouted = [
+            (
+                origin.encode(),
+                encode(FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs))),
+            )
+            for origin, refs in admission.misrouted.items()
+        ]
+        await self._send_statuses(admission.statuses)
+        if misrouted:
+            await self.publish("frontier", misrouted)
+        ch.commit()
+        self.metrics.duplicates.inc(admission.duplicates)
+        self.metrics.admitted.inc(len(admission.queued))
+        if admission.queued and budget is not None:
+            count = admitted_count(self.store, batch.crawl_id)
+            await self.publish(
+                "budget", [(budget_key(batch.crawl_id, where.partition), str(count).encode())]
+            )
+        if admission.state is not None and admission.queued:
+            self.hook.admitted(admission.state)
+
+    async def _apply(self, outcome: Outcome, rules: CrawlRules) -> None:
+        ch = Changes(self.store)
+        applied = self.frontier.apply(ch, outcome, rules)
+        await self._send_statuses(applied.statuses)
+        ch.commit()
+        if applied.retried:
+            self.metrics.retries.inc()
+        self.hook.applied(outcome.origin, outcome.seq, applied.state)
+
+    def _budget(self, ch: Changes, crawl_id: str, rules: CrawlRules, partition: int) -> int | None:
+        """How many more URLs this batch may queue. Overshoot is bounded by what the other
+        partitions admitted since they last published (one batch each, in flight)."""
+        max_pages = rules.policy.max_pages
+        if max_pages is None:
+            return None
+        here = admitted_count(ch, crawl_id)
+        elsewhere = self.view.admitted_elsewhere(crawl_id, partition, self.partitions)
+        return max(0, max_pages - here - elsewhere)
+
+    async def _send_statuses(self, statuses: list[UrlStatus]) -> None:
+        if not statuses:
+            return
+        await self.publish("status", [(s.origin.encode(), encode(s)) for s in statuses])
+        for status in statuses:
+            self.metrics.terminal.labels(str(status.state)).inc()

@@ -1,0 +1,251 @@
+"""The per-worker scheduler and fetcher of the Kafka wiring: reads tables, never writes them.
+
+It keeps ``agents.scheduler.Scheduler`` (the in-memory politeness index) over the origins of
+the partitions this worker owns, runs ready dispatches through ``agents.pipeline.Stages`` and
+publishes each report: the page to ``pages``, ONE batch per target origin to ``frontier``, and
+only then the outcome to ``outcomes``, all keyed by origin. The frontier agent (same process,
+the single writer) applies the outcome and calls ``applied`` back, which frees the slot; until
+then the URL stays at its queue head, so a crash refetches it (at-least-once).
+
+Ownership follows the consumer group: ``rebuild`` after table recovery for the partitions newly
+owned (each origin waits one delay first: the previous owner may just have fetched it), and
+``revoke`` before a partition leaves: stop dispatching its origins, give their requests
+``REVOKE_GRACE`` seconds, abandon the rest (their URLs stay at the queue heads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+from mode import Service
+
+from agents.fetch import make_session
+from agents.kafka_control import SharedView
+from agents.kafka_frontier import Publisher
+from agents.kafka_state import TableStore, partition_for
+from agents.metrics import Metrics
+from agents.pipeline import Report, Stages
+from agents.scheduler import Dispatch, Scheduler
+from agents.state import ORIGINS
+from schemas.codec import encode
+from schemas.records import CrawlPolicy, OriginState
+
+log = logging.getLogger(__name__)
+
+_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
+REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the rebalance)
+STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
+
+
+class FetchService(Service):
+    """Dispatch loop of one worker (``concurrency`` requests in flight, all origins together)."""
+
+    def __init__(
+        self,
+        *,
+        store: TableStore,
+        view: SharedView,
+        publish: Publisher,
+        metrics: Metrics,
+        partitions: int,
+        concurrency: int,
+        max_origins: int = 100_000,
+        halted: Callable[[], bool] = lambda: False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.store = store
+        self.view = view
+        self.publish = publish
+        self.metrics = metrics
+        self.partitions = partitions
+        self.concurrency = concurrency
+        self.halted = halted  # the app is stopping: start nothing new
+        self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
+        self.owned: set[int] = set()
+        self.stopping = False
+        self.loop_alive = 0.0  # last time the dispatch loop ran (health)
+        self._inflight: dict[asyncio.Task[Report | None], Dispatch] = {}
+        self._wake = asyncio.Event()
+        self._queued: dict[str, int] = {}
+        self._last_start: dict[str, float] = {}
+        self._stages: Stages | None = None
+
+    # -- called by the frontier agent (same event loop) -----------------------------------------
+    def admitted(self, state: OriginState) -> None:
+        """URLs were queued for ``state.origin`` (an origin of a partition we own)."""
+        if partition_for(state.origin, self.partitions) in self.owned:
+            self._queued[state.origin] = state.tail - state.head
+            self.scheduler.track(state)
+            self._wake.set()
+
+    def applied(self, origin: str, seq: int, state: OriginState) -> None:
+        """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
+        if partition_for(origin, self.partitions) in self.owned:
+            self._queued[origin] = state.tail - state.head
+            self.scheduler.done(origin, seq, state)
+            self._wake.set()
+
+    # -- ownership ------------------------------------------------------------------------------
+    def rebuild(self, partitions: set[int]) -> None:
+        """Index the origins with queued URLs of newly owned ``partitions`` (tables recovered).
+
+        Each is treated as fetched now unless its state says later: the previous owner may
+        have started a request just before the rebalance.
+        """
+        new = partitions - self.owned
+        self.owned = set(partitions)
+        if not new:
+            return
+        now, count = time.time(), 0
+        for _, raw in self.store.scan(ORIGINS):
+            state = _decode_origin(raw)
+            if state.head < state.tail and partition_for(state.origin, self.partitions) in new:
+                self._queued[state.origin] = state.tail - state.head
+                self.scheduler.track(state, assumed_start=now)
+                count += 1
+        log.info("indexed %d origins of partitions %s", count, sorted(new),
+                 extra={"partition": sorted(new)})
+        self._wake.set()
+
+    async def revoke(self, partitions: set[int]) -> None:
+        """Stop dispatching the origins of ``partitions``; finish or abandon their requests."""
+        gone = partitions & self.owned
+        self.owned -= gone
+        for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
+            self.scheduler.forget(origin)
+        for origin in [o for o in self._queued if self._owner(o) in gone]:
+            del self._queued[origin]
+        leaving = [t for t, d in self._inflight.items() if self._owner(d.origin) in gone]
+        if leaving:
+            log.info("revoked partitions %s: %d requests in flight", sorted(gone), len(leaving))
+            await self._finish(leaving, REVOKE_GRACE)
+
+    def _owner(self, origin: str) -> int:
+        return partition_for(origin, self.partitions)
+
+    def queue_sizes(self) -> dict[int, int]:
+        """Queued URLs per owned partition (from the states this worker last saw)."""
+        sizes = dict.fromkeys(self.owned, 0)
+        for origin, n in self._queued.items():
+            p = self._owner(origin)
+            if p in sizes:
+                sizes[p] += n
+        return sizes
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def on_start(self) -> None:
+        session = make_session(CrawlPolicy(crawl_id="worker"), limit=self.concurrency)
+        self._stages = Stages(session, self._seen)
+        self.add_future(self._dispatch_loop())
+
+    async def on_stop(self) -> None:
+        self.stopping = True
+        self._wake.set()
+        await self._finish(list(self._inflight), STOP_GRACE)
+        if self._stages is not None:
+            await self._stages.session.close()
+
+    def _seen(self, crawl_id: str, url: str) -> bool:
+        from agents.frontier import seen_key
+
+        return self.store.get(seen_key(crawl_id, url)) is not None
+
+    async def _dispatch_loop(self) -> None:
+        while not self.stopping and not self.should_stop:
+            self.loop_alive = time.time()
+            room = self.concurrency - len(self._inflight)
+            if room > 0 and not self.halted():
+                now = time.time()
+                for d in self.scheduler.take(now, room):
+                    self._dispatched(d, now)
+            self.metrics.in_flight.set(len(self._inflight))
+            self.metrics.origins_tracked.set(len(self.scheduler))
+            await self._wait()
+
+    def _dispatched(self, d: Dispatch, now: float) -> None:
+        if d.kind in ("robots", "page"):
+            last = self._last_start.get(d.origin)
+            if last is not None:
+                self.metrics.politeness_wait.observe(now - last)
+            self._last_start[d.origin] = now
+        assert self._stages is not None
+        self._inflight[asyncio.create_task(self._run(d))] = d
+
+    async def _wait(self) -> None:
+        ready_at = self.scheduler.next_ready_at()
+        timeout = 1.0 if ready_at is None else min(1.0, max(0.0, ready_at - time.time()))
+        if len(self._inflight) >= self.concurrency:
+            timeout = 1.0
+        self._wake.clear()
+        waiters: set[asyncio.Future[Any]] = set(self._inflight)
+        wake = asyncio.ensure_future(self._wake.wait())
+        waiters.add(wake)
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wake.cancel()
+        for task in done:
+            if task in self._inflight:
+                self._reap(task)  # type: ignore[arg-type]
+
+    def _reap(self, task: asyncio.Task[Report | None]) -> None:
+        d = self._inflight.pop(task)
+        if task.cancelled() or task.exception() is not None or task.result() is None:
+            # No outcome was published: free the slot; the URL is still at its queue head.
+            self.scheduler.done(d.origin, d.seq, None)
+
+    async def _run(self, d: Dispatch) -> Report | None:
+        """Fetch and publish; ``None`` if nothing could be published (retried later)."""
+        assert self._stages is not None
+        where = {"origin": d.origin, "partition": self._owner(d.origin)}
+        try:
+            report = await self._stages.run(d)
+        except Exception:  # a bug in a stage must not kill the worker: log, retry later
+            log.exception("stage failed on %s", d.entry.url if d.entry else d.origin, extra=where)
+            return None
+        self.metrics.fetched(report.outcome, report.page)
+        try:
+            await self._publish(report)
+        except Exception:
+            log.exception("cannot publish the report of %s", report.outcome.url, extra=where)
+            return None
+        return report
+
+    async def _publish(self, report: Report) -> None:
+        """Page and link batches first, the outcome last: once the outcome is applied the URL
+        leaves its queue, so everything it produced must already be in Kafka."""
+        sends = []
+        if report.page is not None:
+            sends.append(self.publish("pages", [(report.page.origin.encode(),
+                                                 encode(report.page))]))
+        if report.batches:
+            sends.append(self.publish("frontier", [(b.origin.encode(), encode(b))
+                                                   for b in report.batches]))
+        if sends:
+            await asyncio.gather(*sends)
+        outcome = report.outcome
+        await self.publish("outcomes", [(outcome.origin.encode(), encode(outcome))])
+
+    async def _finish(self, tasks: Sequence[asyncio.Task[Report | None]], grace: float) -> None:
+        """Wait up to ``grace`` s for ``tasks``, then cancel the rest (abandoned: refetched)."""
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*pending, return_exceptions=True)
+        for task in list(done) + list(pending):
+            if task in self._inflight:
+                self._reap(task)
+        if pending:
+            log.warning("abandoned %d requests in flight (their URLs will be refetched)",
+                        len(pending))

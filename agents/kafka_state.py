@@ -1,0 +1,93 @@
+"""The frontier's ``Store`` over Faust tables, and the origin -> partition mapping.
+
+``TableStore`` maps the one-letter namespaces of ``agents.state`` onto three partitioned,
+changelogged tables: ``seen``, ``pending`` and ``origins`` (which also holds the per-partition
+``META`` counters, so they move with the partition). Keys keep their namespace byte, so a table
+row reads the same as a row of the embedded RocksDB store.
+
+No Faust import here: a table is anything with ``get``/``__setitem__``/``__delitem__``/``items``
+(a dict in the unit tests). Writes are only legal inside the frontier agent's stream iteration;
+reads are legal anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any
+
+from aiokafka.partitioner import murmur2
+
+from agents.state import META, ORIGINS, PENDING, SEEN, Store, Value
+
+# Crash-safe write order. Faust writes a table key by key (RocksDB put + a changelog message),
+# so a kill -9 can leave a prefix of one commit; the source event is then replayed over it.
+# Queue entries first, then the origin (queue bounds), then the seen marks, deletions last:
+#  - entries without origin: the replay re-queues at the same tail (same keys): no effect;
+#  - entries + origin without seen: the replay queues the URLs again (a refetch, never a loss);
+#  - an origin with its head moved, entry not yet deleted: the replayed outcome applies again.
+# Marking URLs seen before they are queued could lose them, so it never happens first.
+_ORDER = {PENDING[0]: 0, ORIGINS[0]: 1, META[0]: 2, SEEN[0]: 3}
+
+
+def partition_for(origin: str, partitions: int) -> int:
+    """The partition Kafka's default (murmur2) partitioner gives the key ``origin``.
+
+    Identical to aiokafka's ``DefaultPartitioner`` and to librdkafka's ``murmur2_random`` for a
+    non-empty key, so seeds, links and outcomes of one origin meet in one partition.
+    """
+    hashed: int = murmur2(origin.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+def write_order(changes: Mapping[bytes, Value]) -> list[tuple[bytes, Value]]:
+    """``changes`` in the crash-safe order (see ``_ORDER``); stable within a namespace."""
+    return sorted(
+        changes.items(),
+        key=lambda kv: (kv[1] is None, _ORDER.get(kv[0][0], 4)),
+    )
+
+
+class TableStore(Store):
+    """A ``Store`` whose namespaces live in three tables (``META`` rides in ``origins``)."""
+
+    def __init__(
+        self,
+        seen: MutableMapping[bytes, Any],
+        pending: MutableMapping[bytes, Any],
+        origins: MutableMapping[bytes, Any],
+    ) -> None:
+        self._tables = {SEEN[0]: seen, PENDING[0]: pending, ORIGINS[0]: origins, META[0]: origins}
+
+    def _table(self, key: bytes) -> MutableMapping[bytes, Any]:
+        try:
+            return self._tables[key[0]]
+        except (KeyError, IndexError):
+            raise ValueError(f"key {key[:16]!r} has no known namespace") from None
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self._table(key).get(key)
+        return None if value is None else bytes(value)
+
+    def write(self, changes: Mapping[bytes, Value]) -> None:
+        """Apply ``changes`` key by key in the crash-safe order (not atomic: see ``_ORDER``).
+
+        Must run inside the frontier agent's stream iteration (Faust's rule for table writes).
+        """
+        for key, value in write_order(changes):
+            table = self._table(key)
+            if value is None:
+                with contextlib.suppress(KeyError):
+                    del table[key]
+            else:
+                table[key] = value
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Rows of the (locally visible) table of ``prefix`` whose key starts with it, sorted.
+
+        Faust tables have no range reads: this walks the whole local table, so it is meant for
+        the small ``origins`` table on partition assignment, not for the hot path.
+        """
+        table = self._table(prefix)
+        rows = [(bytes(k), bytes(v)) for k, v in table.items() if bytes(k).startswith(prefix)]
+        yield from sorted(rows)

@@ -1,0 +1,227 @@
+"""The Faust app of the Kafka wiring: topics, tables, agents, services and web endpoints.
+
+Wiring only (ARCHITECTURE §3); the crawl logic is in the pure stages. One ``create_app`` call
+per worker (no module-level app):
+
+- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
+- ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
+- ``sink`` agent over ``pages`` + ``status`` (when ``settings.sink_enabled``);
+- ``SharedView``: every crawl spec (``control``) and page-budget count (``<prefix>.budget``);
+- ``GET /metrics`` (Prometheus), ``/healthz`` (the loop runs), ``/readyz`` (partitions assigned,
+  tables recovered, specs read).
+
+Exactly-once and the ``confluent://`` transport are deliberately not used (ARCHITECTURE §3).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import faust
+from aiokafka.helpers import create_ssl_context
+from faust.types import TP
+from faust.web import Request, Response, View
+from mode import Service
+
+from agents.kafka_control import SharedView
+from agents.kafka_frontier import FrontierAgent, Where
+from agents.kafka_scheduler import FetchService
+from agents.kafka_sink import Sink, write_batch
+from agents.kafka_state import TableStore
+from agents.metrics import CONTENT_TYPE, Metrics
+from topology.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SINK_BATCH = 100  # records per sink write
+SINK_WITHIN = 0.2  # seconds a partial sink batch waits for more records
+HEALTH_STALE = 30.0  # /healthz fails when the dispatch loop has not run for this long
+
+
+def broker_urls(settings: Settings) -> list[str]:
+    """``kafka://host:port`` for every bootstrap server."""
+    return [f"kafka://{host}" for host in settings.kafka_bootstrap.split(",")]
+
+
+def credentials(settings: Settings) -> Any:
+    """Faust broker credentials for the SASL/SSL settings; ``None`` for PLAINTEXT."""
+    protocol = settings.kafka_security_protocol
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        cafile = str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
+        context = create_ssl_context(cafile=cafile)
+    if protocol.startswith("SASL"):
+        password = settings.kafka_sasl_password
+        return faust.SASLCredentials(
+            username=settings.kafka_sasl_username,
+            password=password.get_secret_value() if password else None,
+            mechanism=settings.kafka_sasl_mechanism or "PLAIN",
+            ssl_context=context,
+        )
+    return faust.SSLCredentials(context) if context is not None else None
+
+
+def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
+    """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests)."""
+    prefix = settings.topic_prefix
+    app = faust.App(
+        f"{prefix}-worker",
+        broker=broker_urls(settings),
+        broker_credentials=credentials(settings),
+        store="rocksdb://",
+        datadir=str(settings.state_dir),
+        table_standby_replicas=settings.standby_replicas,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
+        topic_disable_leader=True,
+        web_port=settings.web_port,
+        web_bind=settings.web_host,
+        key_serializer="raw",
+        value_serializer="raw",
+        producer_max_request_size=settings.max_message_bytes,
+        consumer_max_fetch_size=settings.max_message_bytes,
+        broker_commit_interval=1.0,
+        autodiscover=False,
+    )
+    metrics = Metrics()
+
+    def topic(*shorts: str, **kwargs: Any) -> Any:
+        return app.topic(
+            *(f"{prefix}.{s}" for s in shorts),
+            key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+            **kwargs,
+        )
+
+    out = {s: topic(s, internal=False) for s in ("frontier", "outcomes", "pages", "status")}
+    out["budget"] = topic("budget", internal=True, partitions=1, compacting=True)
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """Send and wait for every ack (Faust ``send`` returns the delivery future)."""
+        futures = [await out[short].send(key=k, value=v, force=True) for k, v in items]
+        for fut in futures:
+            await fut
+        metrics.messages_sent.labels(short).inc(len(items))
+
+    def table(name: str) -> Any:
+        # key_type/value_type bytes select the "raw" serializer for the table and changelog.
+        return app.Table(name, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+
+    store = TableStore(table("seen"), table("pending"), table("origins"))
+    view = SharedView(settings, f"{prefix}.control", f"{prefix}.budget", metrics)
+    fetcher = FetchService(
+        store=store, view=view, publish=publish, metrics=metrics,
+        partitions=settings.partitions, concurrency=settings.concurrency,
+        max_origins=settings.max_origins_in_memory, halted=lambda: bool(app.should_stop),
+    )
+    frontier = FrontierAgent(
+        store=store, view=view, publish=publish, hook=fetcher, metrics=metrics,
+        partitions=settings.partitions,
+    )
+    frontier_topic = f"{prefix}.frontier"
+
+    @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
+    async def apply_frontier(stream: Any) -> None:
+        async for event in stream.events():
+            msg = event.message
+            await frontier.handle(Where(msg.topic, msg.partition, msg.offset), msg.value)
+
+    if settings.sink_enabled:
+        _add_sink(app, topic("pages", "status", internal=False), sink, settings, metrics)
+
+    def owned() -> set[int]:
+        return {tp.partition for tp in app.assignor.assigned_actives()
+                if tp.topic == frontier_topic}
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def on_revoked(_app: Any, revoked: set[TP], **_: Any) -> None:
+        await fetcher.revoke({tp.partition for tp in revoked if tp.topic == frontier_topic})
+
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
+    async def on_recovered(_app: Any, **_: Any) -> None:
+        # Sent by Faust once table recovery finished: the tables are complete now.
+        fetcher.rebuild(owned())
+
+    @app.service
+    class WorkerServices(Service):
+        """Starts the shared view, then the fetcher (after the first table recovery)."""
+
+        async def on_start(self) -> None:
+            await out["budget"].maybe_declare()
+            await self.add_runtime_dependency(view)
+            if settings.fetch_enabled:
+                await self.add_runtime_dependency(fetcher)
+
+    _add_pages(app, metrics, fetcher, view)
+    return app
+
+
+def _add_sink(app: faust.App, source: Any, sink: Sink | None, settings: Settings,
+              metrics: Metrics) -> None:
+    holder: dict[str, Any] = {"sink": sink}
+
+    @app.agent(source, name="sink", concurrency=1)
+    async def write_sink(stream: Any) -> None:
+        if holder["sink"] is None:
+            from agents.sink_cassandra import CassandraSink
+
+            cassandra = CassandraSink(settings)
+            await cassandra.start()
+            holder["sink"] = cassandra
+        async for events in stream.noack_take(SINK_BATCH, within=SINK_WITHIN):
+            await write_batch(holder["sink"], [
+                (e.message.topic, e.message.partition, e.message.offset, e.message.value)
+                for e in events
+            ], metrics)
+            for e in events:
+                await stream.ack(e)
+
+
+def _add_pages(app: faust.App, metrics: Metrics, fetcher: FetchService, view: SharedView) -> None:
+    def ready() -> tuple[bool, str]:
+        recovery = app.tables.recovery  # type: ignore[attr-defined]
+        if app.rebalancing or not recovery.completed.is_set():
+            return False, "table recovery in progress"
+        if not fetcher.owned:
+            return False, "no partitions assigned"
+        if not view.ready.is_set():
+            return False, "crawl specs not read yet"
+        return True, "ready"
+
+    @app.page("/healthz")
+    async def healthz(self: View, request: Request) -> Response:
+        stale = fetcher.loop_alive and time.time() - fetcher.loop_alive > HEALTH_STALE
+        if stale:
+            return self.text("dispatch loop stalled\n", status=503)
+        return self.text("ok\n")
+
+    @app.page("/readyz")
+    async def readyz(self: View, request: Request) -> Response:
+        ok, why = ready()
+        return self.text(why + "\n", status=200 if ok else 503)
+
+    @app.page("/metrics")
+    async def metrics_page(self: View, request: Request) -> Response:
+        for partition, size in fetcher.queue_sizes().items():
+            metrics.queue_size.labels(str(partition)).set(size)
+        _consumer_lag(app, metrics)
+        # As a header: aiohttp refuses a charset inside its content_type argument.
+        return self.bytes(metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def _consumer_lag(app: faust.App, metrics: Metrics) -> None:
+    metrics.consumer_lag.clear()
+    try:
+        consumer = app.consumer
+        for tp in consumer.assignment():
+            if tp.topic.endswith("-changelog"):
+                continue
+            read = consumer._read_offset.get(tp)  # type: ignore[attr-defined]
+            high = consumer.highwater(tp)
+            if high is not None:
+                lag = max(0, high - (read + 1 if read is not None else 0))
+                metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
+    except Exception:  # not started / rebalancing: lag is unknown, not an error
+        log.debug("consumer lag unavailable", exc_info=True)
