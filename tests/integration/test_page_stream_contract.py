@@ -1,0 +1,227 @@
+"""The ``pages`` topic is readable by any consumer from the published files alone.
+
+Pages are produced the way the workers produce them (``schemas.codec`` + the project's producer
+config); the consumer half uses nothing but confluent-kafka, ``json``, ``jsonschema`` and
+``schemas/json/pages.v1.schema.json``. Then the ``pages`` and ``status`` commands run as
+subprocesses against the same services.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from agents.sink_cassandra import CassandraSink, create_schema
+from schemas.codec import encode
+from schemas.records import Page, TerminalState, UrlStatus
+from topology import admin
+from topology.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES_SCHEMA = ROOT / "schemas" / "json" / "pages.v1.schema.json"
+STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
+PARTITIONS = 3
+ORIGINS = ("https://example.org", "http://b.example:8080", "https://xn--bcher-kva.example")
+
+
+# --- the foreign consumer: only the published schema file ------------------------------------
+
+
+def read_with_schema_only(
+    bootstrap: str, topic: str, group: str, count: int
+) -> list[tuple[bytes, int, dict[str, Any]]]:
+    """(key, partition, value) of the first ``count`` messages, each validated by the schema."""
+    validator = jsonschema.Draft202012Validator(json.loads(PAGES_SCHEMA.read_text("utf-8")))
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    found: list[tuple[bytes, int, dict[str, Any]]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(found) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            key, partition, data = msg.key(), msg.partition(), msg.value()
+            assert key is not None and partition is not None and data is not None
+            value = json.loads(data.decode("utf-8"))
+            validator.validate(value)
+            found.append((key, partition, value))
+    finally:
+        consumer.close()
+    return found
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner (Java ``Utils.murmur2``), the one Faust/aiokafka use."""
+    m, h = 0x5BD1E995, 0x9747B28C ^ len(key)
+    for i in range(0, len(key) - len(key) % 4, 4):
+        k = (int.from_bytes(key[i : i + 4], "little") * m) & 0xFFFFFFFF
+        k = ((k ^ (k >> 24)) * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = key[len(key) - len(key) % 4 :]
+    if tail:
+        h ^= int.from_bytes(tail, "little")
+        h = (h * m) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return (h & 0x7FFFFFFF) % partitions
+
+
+# --- producing like a worker -----------------------------------------------------------------
+
+
+def make_page(crawl_id: str, origin: str, i: int, body: str | None = None) -> Page:
+    url = f"{origin}/p/{i}"
+    return Page(
+        crawl_id=crawl_id, url=url, final_url=url, origin=origin, status=200,
+        headers={"content-type": "text/html; charset=utf-8"}, content_type="text/html",
+        charset="utf-8", title=f"Page {i}: été", depth=i % 3, fetched_at=1_780_000_000.0 + i,
+        elapsed_ms=5.0, body_sha256=f"{i:064x}", body_bytes=100 + i, outlinks=i, body=body,
+    )  # fmt: skip
+
+
+def produce(bootstrap: str, prefix: str, pages: list[Page]) -> None:
+    settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix)
+    producer = Producer(admin.producer_config(settings))
+    for page in pages:
+        producer.produce(f"{prefix}.pages", key=page.origin.encode(), value=encode(page))
+    assert producer.flush(30) == 0
+
+
+@pytest.fixture
+def pages_topic(kafka_bootstrap: str, topic_prefix: str) -> list[Page]:
+    """Topics created, 12 pages of one crawl (one with a body) and 2 of another, produced."""
+    settings = load_settings(
+        kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix, partitions=PARTITIONS
+    )
+    admin.create_topics(settings)
+    pages = [make_page("crawl-a", ORIGINS[i % 3], i) for i in range(12)]
+    pages[4] = make_page("crawl-a", ORIGINS[1], 4, body="<html><p>é</p></html>")
+    pages += [make_page("crawl-b", ORIGINS[0], 100 + i) for i in range(2)]
+    produce(kafka_bootstrap, topic_prefix, pages)
+    return pages
+
+
+def test_murmur2_matches_kafka_reference_values() -> None:
+    # Expected values from Kafka's UtilsTest.testMurmur2 (signed 32-bit, before masking).
+    reference = {
+        b"21": -973932308,
+        b"foobar": -790332482,
+        b"a-little-bit-long-string": -985981536,
+        b"a-little-bit-longer-string": -1486304829,
+        b"abc": 479470107,
+    }
+    for key, signed in reference.items():
+        assert murmur2_partition(key, 2**31) == (signed & 0x7FFFFFFF) % 2**31
+
+
+@pytest.mark.kafka
+@pytest.mark.integration
+def test_foreign_consumer_reads_pages_with_the_schema_file_only(
+    pages_topic: list[Page], kafka_bootstrap: str, topic_prefix: str, consumer_group: str
+) -> None:
+    found = read_with_schema_only(
+        kafka_bootstrap, f"{topic_prefix}.pages", consumer_group, len(pages_topic)
+    )
+    assert len(found) == len(pages_topic)
+    by_url = {value["url"]: (key, partition, value) for key, partition, value in found}
+    for page in pages_topic:
+        key, partition, value = by_url[page.url]
+        assert key == page.origin.encode("utf-8")
+        assert partition == murmur2_partition(key, PARTITIONS), "not murmur2: see §2"
+        assert value["v"] == 1 and value["crawl_id"] == page.crawl_id
+        assert value["title"] == page.title and value["body"] == page.body
+        assert value["headers"] == page.headers and value["fetched_at"] == page.fetched_at
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [STREAMCRAWL, *argv], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.kafka
+@pytest.mark.integration
+def test_pages_command(pages_topic: list[Page], kafka_bootstrap: str, topic_prefix: str) -> None:
+    flags = ("--kafka-bootstrap", kafka_bootstrap, "--topic-prefix", topic_prefix)
+    everything = run_cli("pages", "--from-beginning", *flags)
+    assert everything.returncode == 0, everything.stderr
+    lines = [json.loads(line) for line in everything.stdout.splitlines()]
+    assert sorted(p["url"] for p in lines) == sorted(p.url for p in pages_topic)
+    with_body = [p for p in lines if "body" in p]
+    assert [p["url"] for p in with_body] == [pages_topic[4].url]
+    assert with_body[0]["body"] == "<html><p>é</p></html>"
+
+    only_b = run_cli("pages", "--from-beginning", "--crawl-id", "crawl-b", *flags)
+    assert [json.loads(line)["crawl_id"] for line in only_b.stdout.splitlines()] == ["crawl-b"] * 2
+    assert run_cli("pages", *flags).stdout == ""  # starts at the end, stops when caught up
+
+
+@pytest.mark.kafka
+@pytest.mark.integration
+def test_pages_follow(pages_topic: list[Page], kafka_bootstrap: str, topic_prefix: str) -> None:
+    argv = [STREAMCRAWL, "pages", "--follow", "--from-beginning", "--crawl-id", "crawl-b"]
+    argv += ["--kafka-bootstrap", kafka_bootstrap, "--topic-prefix", topic_prefix]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            seen = [json.loads(proc.stdout.readline())["url"] for _ in range(2)]
+            later = make_page("crawl-b", ORIGINS[2], 999)
+            produce(kafka_bootstrap, topic_prefix, [later])
+            seen.append(json.loads(proc.stdout.readline())["url"])
+            assert seen[-1] == later.url and proc.poll() is None
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+async def test_status_command(cassandra_hosts: str, cassandra_keyspace: str) -> None:
+    settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)
+    create_schema(settings)
+    crawl_id = "s-" + uuid.uuid4().hex[:8]
+    statuses = [
+        UrlStatus(
+            crawl_id=crawl_id, url=f"https://example.org/{i}", origin="https://example.org",
+            state=TerminalState.FETCHED if i < 5 else TerminalState.ROBOTS_DENIED, depth=0,
+            updated_at=1_780_000_000.0 + i / 2,
+        )
+        for i in range(7)
+    ]  # fmt: skip
+    sink = CassandraSink(settings)
+    await sink.start()
+    await sink.write([], statuses)
+    await sink.stop()
+
+    flags = ("--cassandra-hosts", cassandra_hosts, "--cassandra-keyspace", cassandra_keyspace)
+    result = run_cli("status", "--json", "--crawl-id", crawl_id, *flags)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report == {
+        "crawl_id": crawl_id,
+        "states": {s.value: {"fetched": 5, "robots_denied": 2}.get(s.value, 0) for s in
+                   TerminalState},
+        "pages_per_s": 2.5,  # 5 pages fetched over 2 seconds
+    }  # fmt: skip
+    overall = json.loads(run_cli("status", "--json", *flags).stdout)
+    assert overall["crawl_id"] is None and overall["crawls"][crawl_id]["states"]["fetched"] == 5
+    assert overall["states"]["robots_denied"] == 2
+    text = run_cli("status", "--crawl-id", crawl_id, *flags).stdout
+    assert f"crawl {crawl_id}" in text and "robots_denied" in text and "2.50 pages/s" in text
+
+    dead = run_cli("status", "--cassandra-hosts", "127.0.0.1:1")
+    assert dead.returncode == 1
+    assert dead.stderr.startswith("streamcrawl: cannot reach Cassandra at 127.0.0.1:1")
+    assert dead.stderr.count("\n") == 1
