@@ -126,20 +126,26 @@ def streamcrawl_binary() -> str:
 
 
 def streamcrawl_version() -> str | None:
+    """The installed streamcrawl's version (from its venv's metadata), or None."""
     try:
         exe = streamcrawl_binary()
     except NotRun:
         return None
     py = Path(exe).with_name("python")
     code = "import importlib.metadata as m; print(m.version('streamcrawl'))"
-    r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=60)
-    return r.stdout.strip() or None
+    argv = [str(py), "-c", code] if py.exists() else [exe, "--version"]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else "unknown version"
 
 
 def embedded_argv(ctx: RunContext) -> list[str]:
     """The ``streamcrawl crawl`` command line for this run (CLI contract, ARCHITECTURE.md section 7)."""
     exe = streamcrawl_binary()
-    budget = ctx.max_pages or ctx.spec.expected_pages
+    # Without a budget under test, leave room so that the budget never truncates the crawl.
+    budget = ctx.max_pages or 2 * ctx.spec.expected_pages
     return [exe, "crawl", *ctx.seeds,
             "--out", str(ctx.workdir / "out"), "--state-dir", str(ctx.workdir / "state"),
             "--delay", str(ctx.delay), "--concurrency", "64", "--max-pages", str(budget),

@@ -18,8 +18,8 @@ duplicates remain.
 With ``--delay S`` (politeness run) each origin (host:port) gets its own download slot (a
 downloader middleware sets ``meta["download_slot"]`` on every request, robots.txt included;
 Scrapy's default slot is the hostname, which would put all 127.0.0.1 origins in one slot),
-CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=S and RANDOMIZE_DOWNLOAD_DELAY=False (the
-randomized delay goes as low as 0.5 x S).
+CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=S and DOWNLOAD_DELAY_JITTER=0 (Scrapy 2.19's
+name for RANDOMIZE_DOWNLOAD_DELAY=False; the default jitter goes as low as 0.5 x S).
 
 Writes ``DIR/items.jsonl`` (url, status, title per page) and ``DIR/summary.json`` (Scrapy stats).
 """
@@ -93,7 +93,7 @@ def main() -> None:
         "FEEDS": {str(out / "items.jsonl"): {"format": "jsonlines", "overwrite": True}},
     }
     if a.delay > 0:
-        settings.update({"DOWNLOAD_DELAY": a.delay, "RANDOMIZE_DOWNLOAD_DELAY": False,
+        settings.update({"DOWNLOAD_DELAY": a.delay, "DOWNLOAD_DELAY_JITTER": 0,
                          "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
                          "DOWNLOADER_MIDDLEWARES": {"__main__.PerOriginSlot": 50}})
     process = CrawlerProcess(settings)
