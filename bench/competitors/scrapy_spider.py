@@ -15,9 +15,11 @@ given, the LinkExtractor gets a ``process_value`` that drops ``utm_*``/``gclid``
 idiomatic Scrapy fix - so that every crawler does the same work.  The server log counts whatever
 duplicates remain.
 
-With ``--delay S`` (politeness run) each origin (host:port) gets its own download slot (a
-downloader middleware sets ``meta["download_slot"]`` on every request, robots.txt included;
-Scrapy's default slot is the hostname, which would put all 127.0.0.1 origins in one slot),
+With ``--delay S`` (politeness run) each origin (host:port) gets its own download slot
+(``meta["download_slot"]`` on start requests, rule requests and, by a downloader middleware,
+robots.txt requests; Scrapy's default slot is the hostname, which would put all 127.0.0.1
+origins in one slot), SCHEDULER_PRIORITY_QUEUE=DownloaderAwarePriorityQueue (Scrapy's advice
+for broad crawls),
 CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=S and DOWNLOAD_DELAY_JITTER=0 (Scrapy 2.19's
 name for RANDOMIZE_DOWNLOAD_DELAY=False; the default jitter goes as low as 0.5 x S).
 
@@ -58,11 +60,23 @@ class BenchSpider(CrawlSpider):
     name = "bench"
     allowed_domains = ["127.0.0.1"]
 
-    def __init__(self, seeds: list[str], stock: bool, **kw):
+    def __init__(self, seeds: list[str], stock: bool, per_origin_slots: bool = False, **kw):
         self.start_urls = seeds
+        self.per_origin_slots = per_origin_slots
         extractor = LinkExtractor() if stock else LinkExtractor(process_value=strip_tracking)
-        self.rules = (Rule(extractor, callback="parse_item", follow=True),)
+        self.rules = (Rule(extractor, callback="parse_item", follow=True,
+                           process_request="set_slot" if per_origin_slots else None),)
         super().__init__(**kw)
+
+    # The slot must be on the request before the scheduler sees it, for
+    # DownloaderAwarePriorityQueue to spread requests over origins.
+    def set_slot(self, request, response=None):
+        request.meta.setdefault("download_slot", urlsplit(request.url).netloc)
+        return request
+
+    async def start(self):
+        async for request in super().start():
+            yield self.set_slot(request) if self.per_origin_slots else request
 
     def parse_start_url(self, response):
         return self.parse_item(response)
@@ -95,10 +109,12 @@ def main() -> None:
     if a.delay > 0:
         settings.update({"DOWNLOAD_DELAY": a.delay, "DOWNLOAD_DELAY_JITTER": 0,
                          "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
-                         "DOWNLOADER_MIDDLEWARES": {"__main__.PerOriginSlot": 50}})
+                         "DOWNLOADER_MIDDLEWARES": {"__main__.PerOriginSlot": 50},  # robots.txt requests
+                         # Scrapy's advice for broad crawls: pick requests by downloader slot load.
+                         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue"})
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(BenchSpider)
-    process.crawl(crawler, seeds=seeds, stock=a.stock)
+    process.crawl(crawler, seeds=seeds, stock=a.stock, per_origin_slots=a.delay > 0)
     process.start()
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
     pages = stats.get("item_scraped_count", 0)
