@@ -2,7 +2,8 @@
 
 The log format (see ``nginx.conf.tmpl``) is tab-separated::
 
-    $msec  $server_port  $request_method  $request_uri  $status  $body_bytes_sent  $request_time  $http_user_agent
+    $msec  $server_port  $request_method  $request_uri  $status  $body_bytes_sent
+    $request_time  $http_user_agent
 
 ``$msec`` is when the response ended, so a request started at ``msec - request_time``.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 ROBOTS = "/robots.txt"
@@ -48,8 +50,16 @@ def parse_line(line: str) -> Hit | None:
         return None
     try:
         end, rtime = float(parts[0]), float(parts[6])
-        return Hit(end - rtime, end, int(parts[1]), parts[2], parts[3], int(parts[4]), int(parts[5]),
-                   "\t".join(parts[7:]))
+        return Hit(
+            end - rtime,
+            end,
+            int(parts[1]),
+            parts[2],
+            parts[3],
+            int(parts[4]),
+            int(parts[5]),
+            "\t".join(parts[7:]),
+        )
     except ValueError:
         return None
 
@@ -75,7 +85,9 @@ class LogReport:
     unexpected: int = 0  # other requests for URLs outside the expected set
     first_start: float = 0.0
     last_end: float = 0.0
-    min_gap: float | None = None  # smallest gap between request starts on one origin (robots excluded)
+    min_gap: float | None = (
+        None  # smallest gap between request starts on one origin (robots excluded)
+    )
     min_gap_with_robots: float | None = None
     gaps_by_origin: dict[int, float] = field(default_factory=dict)
     missed_sample: list[str] = field(default_factory=list)
@@ -92,7 +104,7 @@ class LogReport:
 
 def _min_gap(starts: list[float]) -> float | None:
     starts = sorted(starts)
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    gaps = [b - a for a, b in pairwise(starts)]
     return min(gaps) if gaps else None
 
 

@@ -12,6 +12,7 @@ Cassandra, topology workers): CPU-seconds between ``start()`` and ``stop()`` and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,10 +50,8 @@ def _tree(pid: int) -> list[psutil.Process]:
 def _tree_rss(procs: list[psutil.Process]) -> float:
     total = 0
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
-        except psutil.Error:
-            pass
     return total / 2**20
 
 
@@ -77,24 +76,34 @@ def run_measured(
     timed_out = False
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         t0 = time.monotonic()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
         def poll() -> None:
             while not done.is_set():
-                samples.append((time.monotonic() - t0, _tree_rss(_tree(proc.pid))))
+                rss = _tree_rss(_tree(proc.pid))
+                if rss:  # 0 once the process has gone
+                    samples.append((time.monotonic() - t0, rss))
                 done.wait(interval)
 
         def watchdog() -> None:
             nonlocal timed_out
             if not done.wait(timeout):
                 timed_out = True
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
-        threads = [threading.Thread(target=poll, daemon=True), threading.Thread(target=watchdog, daemon=True)]
+        threads = [
+            threading.Thread(target=poll, daemon=True),
+            threading.Thread(target=watchdog, daemon=True),
+        ]
         for t in threads:
             t.start()
         try:
@@ -112,8 +121,19 @@ def run_measured(
     peak = max([mb for _, mb in samples] + [usage.ru_maxrss / 1024])
     stdout = out_path.read_text(errors="replace")
     stderr_tail = err_path.read_text(errors="replace")[-3000:]
-    return Measured(argv, proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_utime,
-                    usage.ru_stime, peak, timed_out, samples, stdout, stderr_tail)
+    return Measured(
+        argv,
+        proc.returncode,
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_utime,
+        usage.ru_stime,
+        peak,
+        timed_out,
+        samples,
+        stdout,
+        stderr_tail,
+    )
 
 
 def machine_busy_cpu_s() -> float:
@@ -123,7 +143,7 @@ def machine_busy_cpu_s() -> float:
 
 
 class ServiceMeter:
-    """CPU-seconds and peak RSS of already-running process trees (e.g. broker, database, workers)."""
+    """CPU-seconds and peak RSS of running process trees (broker, database, workers)."""
 
     def __init__(self, pids: list[int], interval: float = 0.1) -> None:
         self.pids = pids

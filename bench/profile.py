@@ -68,4 +68,6 @@ def summarize(path: str | Path, top: int = 12) -> ProfileSummary:
         by_pkg[pkg] += n
         for name in {f for f, _ in frames}:
             incl[name] += n
-    return ProfileSummary(total, by_pkg.most_common(top), self_c.most_common(top), incl.most_common(top))
+    return ProfileSummary(
+        total, by_pkg.most_common(top), self_c.most_common(top), incl.most_common(top)
+    )

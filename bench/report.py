@@ -6,20 +6,30 @@ from pathlib import Path
 
 ORDER = ["embedded", "kafka-1", "kafka-2", "scrapy", "crawlee"]
 TARGETS = {"embedded": 8.0, "kafka-1": 3.0, "kafka-2": 3.0}  # x Scrapy's pages per CPU-second
+SHORT = {
+    "embedded": "streamcrawl\nembedded",
+    "kafka-1": "streamcrawl\nKafka, 1 worker",
+    "kafka-2": "streamcrawl\nKafka, 2 workers",
+    "scrapy": "Scrapy",
+    "crawlee": "Crawlee",
+}
 REFERENCE_MS = {"scrapy": 11.9, "crawlee": 6.0}  # issue 6, measured elsewhere on 16 x 1000
 
 
 def _f(v, digits: int = 1) -> str:
     if v is None:
-        return "–"
+        return "-"
     if isinstance(v, float):
         return f"{v:,.{digits}f}"
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *["| " + " | ".join(r) + " |" for r in rows]]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *["| " + " | ".join(r) + " |" for r in rows],
+    ]
 
 
 def _entries(section: dict) -> list[tuple[str, dict]]:
@@ -27,122 +37,274 @@ def _entries(section: dict) -> list[tuple[str, dict]]:
 
 
 def _command(args: dict) -> str:
-    parts = ["python -m bench.run", f"--origins {args['origins']}", f"--pages {args['pages']}",
-             f"--runs {args['runs']}"]
+    parts = [
+        "python -m bench.run",
+        f"--origins {args['origins']}",
+        f"--pages {args['pages']}",
+        f"--runs {args['runs']}",
+    ]
     if args["only"] != ["scrapy", "crawlee", "embedded", "kafka-1", "kafka-2"]:
         parts.append("--only " + ",".join(args["only"]))
-    parts += [flag for flag, on in (("--memory", args["memory"]), ("--stock", args["stock"]),
-                                    ("--no-politeness", args["no_politeness"]),
-                                    ("--no-profile", args["no_profile"])) if on]
+    parts += [
+        flag
+        for flag, on in (
+            ("--memory", args["memory"]),
+            ("--stock", args["stock"]),
+            ("--no-politeness", args["no_politeness"]),
+            ("--no-profile", args["no_profile"]),
+        )
+        if on
+    ]
     return " ".join(parts)
 
 
 def main_section(main: dict) -> list[str]:
     site = main["_site"]
     scrapy = main.get("scrapy", {}).get("median", {}).get("pages_per_cpu_s")
-    lines = [f"## Throughput and cost: {site['origins']} origins x {site['pages']} pages "
-             f"({site['expected']:,} pages, ~{site['links_per_page']} links each)", "",
-             "Median of the runs. *pages* = distinct expected pages the server answered 200 (from the "
-             "access log); CPU = user+system seconds of the crawler's own process tree; *x Scrapy* = "
-             "pages per CPU-second relative to Scrapy in this same run.", ""]
-    header = ["crawler", "runs", "pages", "wall s", "pages/s", "CPU s", "ms CPU/page", "pages/CPU-s",
-              "x Scrapy", "peak RSS MB", "missed", "duplicates", "private fetched", "nginx CPU s",
-              "Kafka / Cassandra CPU s"]
+    lines = [
+        f"## Throughput and cost: {site['origins']} origins x {site['pages']} pages "
+        f"({site['expected']:,} pages, ~{site['links_per_page']} links each)",
+        "",
+        "Median of the runs. *pages* = distinct expected pages the server answered 200 (from the "
+        "access log); CPU = user+system seconds of the crawler's own process tree; *x Scrapy* = "
+        "pages per CPU-second relative to Scrapy in this same run.",
+        "",
+    ]
+    header = [
+        "crawler",
+        "runs",
+        "pages",
+        "wall s",
+        "pages/s",
+        "CPU s",
+        "ms CPU/page",
+        "pages/CPU-s",
+        "x Scrapy",
+        "peak RSS MB",
+        "missed",
+        "duplicates",
+        "private fetched",
+        "nginx CPU s",
+        "Kafka / Cassandra CPU s",
+    ]
     rows = []
-    for name, e in _entries(main):
+    for _, e in _entries(main):
         if e["status"] != "ok" or "median" not in e:
-            rows.append([e["label"], f"**{e['status']}**: {e.get('reason', '')}"] + [""] * (len(header) - 2))
+            rows.append(
+                [e["label"], f"**{e['status']}**: {e.get('reason', '')}"] + [""] * (len(header) - 2)
+            )
             continue
         m = e["median"]
         ratio = m["pages_per_cpu_s"] / scrapy if scrapy and m["pages_per_cpu_s"] else None
-        svc = "–" if m["kafka_cpu_s"] is None else f"{_f(m['kafka_cpu_s'])} / {_f(m['cassandra_cpu_s'])}"
-        rows.append([e["label"], str(len(e["runs"])), f"{m['pages']:,.0f} / {site['expected']:,}",
-                     _f(m["wall_s"]), _f(m["pages_per_s"]), _f(m["cpu_s"]), _f(m["ms_cpu_per_page"], 2),
-                     _f(m["pages_per_cpu_s"]), _f(ratio, 2), _f(m["peak_rss_mb"], 0), _f(m["missed"], 0),
-                     _f(m["duplicates"], 0), str(m["private_fetched_max"]), _f(m["nginx_cpu_s"]), svc])
+        svc = (
+            "-"
+            if m["kafka_cpu_s"] is None
+            else f"{_f(m['kafka_cpu_s'])} / {_f(m['cassandra_cpu_s'])}"
+        )
+        rows.append(
+            [
+                e["label"],
+                str(len(e["runs"])),
+                f"{m['pages']:,.0f} / {site['expected']:,}",
+                _f(m["wall_s"]),
+                _f(m["pages_per_s"]),
+                _f(m["cpu_s"]),
+                _f(m["ms_cpu_per_page"], 2),
+                _f(m["pages_per_cpu_s"]),
+                _f(ratio, 2),
+                _f(m["peak_rss_mb"], 0),
+                _f(m["missed"], 0),
+                _f(m["duplicates"], 0),
+                str(m["private_fetched_max"]),
+                _f(m["nginx_cpu_s"]),
+                svc,
+            ]
+        )
     lines += _table(header, rows)
     others = [e["median"]["other_cpu_s"] for _, e in _entries(main) if e.get("median")]
     if others and max(o or 0 for o in others) > 1:
-        lines += ["", f"**Shared machine**: processes other than the crawler and nginx used up to "
-                  f"{max(o or 0 for o in others):.0f} CPU-seconds during a run (median per crawler; see *other CPU s* in "
-                  "*Every run*). Wall-clock figures suffer most; CPU-seconds per page less so."]
+        lines += [
+            "",
+            f"**Shared machine**: processes other than the crawler and nginx used up to "
+            f"{max(o or 0 for o in others):.0f} CPU-seconds during a run (median per crawler; "
+            "see *other CPU s* in "
+            "*Every run*). Wall-clock figures suffer most; CPU-seconds per page less so.",
+        ]
     lines += ["", "### Targets (reported, not asserted)", ""]
     trows = []
     for name, e in _entries(main):
         m = e.get("median")
         if name in TARGETS:
             if not m or not scrapy:
-                verdict, got = "not measured", "–"
+                verdict, got = "not measured", "-"
             else:
                 got = f"{m['pages_per_cpu_s'] / scrapy:.2f}x"
                 verdict = "met" if m["pages_per_cpu_s"] / scrapy >= TARGETS[name] else "**not met**"
-            trows.append([e["label"], f">= {TARGETS[name]:.0f}x Scrapy's pages per CPU-second", got, verdict])
+            trows.append(
+                [e["label"], f">= {TARGETS[name]:.0f}x Scrapy's pages per CPU-second", got, verdict]
+            )
         if name in REFERENCE_MS:
-            got = f"{m['ms_cpu_per_page']:.2f} ms" if m and m["ms_cpu_per_page"] else "–"
-            trows.append([e["label"], f"reference ~{REFERENCE_MS[name]} ms CPU/page (issue 6)", got, "for comparison"])
+            got = f"{m['ms_cpu_per_page']:.2f} ms" if m and m["ms_cpu_per_page"] else "-"
+            trows.append(
+                [
+                    e["label"],
+                    f"reference ~{REFERENCE_MS[name]} ms CPU/page (issue 6)",
+                    got,
+                    "for comparison",
+                ]
+            )
     lines += _table(["crawler", "target", "measured", "verdict"], trows)
     lines += ["", "<details><summary>Every run</summary>", ""]
     rrows = []
-    for name, e in _entries(main):
+    for _, e in _entries(main):
         for i, r in enumerate(e.get("runs", []), 1):
-            rrows.append([e["label"], str(i), str(r["pages"]), _f(r["wall_s"]), _f(r["span_s"]), _f(r["cpu_s"]),
-                          _f(r["ms_cpu_per_page"], 2), _f(r["peak_rss_mb"], 0), str(r["requests"]),
-                          str(r["missed"]), str(r["duplicates"]), str(r["robots_duplicates"]),
-                          str(r["private_fetched"]), str(r["unexpected"]), _f(r.get("other_cpu_s")),
-                          _f(r.get("loadavg_1m"), 2)])
-    lines += _table(["crawler", "run", "pages", "wall s", "log span s", "CPU s", "ms CPU/page", "peak RSS MB",
-                     "requests", "missed", "duplicates", "robots.txt repeats", "private", "unexpected",
-                     "other CPU s", "load 1m"], rrows)
+            rrows.append(
+                [
+                    e["label"],
+                    str(i),
+                    str(r["pages"]),
+                    _f(r["wall_s"]),
+                    _f(r["span_s"]),
+                    _f(r["cpu_s"]),
+                    _f(r["ms_cpu_per_page"], 2),
+                    _f(r["peak_rss_mb"], 0),
+                    str(r["requests"]),
+                    str(r["missed"]),
+                    str(r["duplicates"]),
+                    str(r["robots_duplicates"]),
+                    str(r["private_fetched"]),
+                    str(r["unexpected"]),
+                    _f(r.get("other_cpu_s")),
+                    _f(r.get("loadavg_1m"), 2),
+                ]
+            )
+    lines += _table(
+        [
+            "crawler",
+            "run",
+            "pages",
+            "wall s",
+            "log span s",
+            "CPU s",
+            "ms CPU/page",
+            "peak RSS MB",
+            "requests",
+            "missed",
+            "duplicates",
+            "robots.txt repeats",
+            "private",
+            "unexpected",
+            "other CPU s",
+            "load 1m",
+        ],
+        rrows,
+    )
     lines += ["", "</details>", ""]
     return lines
 
 
 def politeness_section(pol: dict) -> list[str]:
     s = pol["_site"]
-    lines = [f"## Politeness-bound run: {s['origins']} origins x {s['pages']} pages, delay {s['delay']} s", "",
-             f"Ideal throughput = origins / delay = **{s['ideal_pages_per_s']:.0f} pages/s**. Gaps are "
-             "between request *starts* on one origin (`$msec - $request_time` in the access log, 1 ms "
-             "resolution), robots.txt excluded; *origins under delay* counts origins whose smallest gap "
-             "is under the delay minus 2 ms.", ""]
+    lines = [
+        f"## Politeness-bound run: {s['origins']} origins x {s['pages']} pages, "
+        f"delay {s['delay']} s",
+        "",
+        f"Ideal throughput = origins / delay = **{s['ideal_pages_per_s']:.0f} pages/s**. Gaps are "
+        "between request *starts* on one origin (`$msec - $request_time` in the access log, 1 ms "
+        "resolution), robots.txt excluded; *origins under delay* counts origins whose smallest gap "
+        "is under the delay minus 2 ms.",
+        "",
+    ]
     rows = []
-    for name, e in _entries(pol):
+    for _, e in _entries(pol):
         if e["status"] != "ok":
-            rows.append([e["label"], f"**{e['status']}**: {e.get('reason', '')}", "", "", "", "", "", ""])
+            rows.append(
+                [e["label"], f"**{e['status']}**: {e.get('reason', '')}", "", "", "", "", "", ""]
+            )
             continue
-        rows.append([e["label"], f"{e['pages']:,} / {s['expected']:,}", _f(e["span_s"]),
-                     _f(e["span_pages_per_s"], 0), f"{e['span_pages_per_s'] / s['ideal_pages_per_s']:.0%}",
-                     _f(e["min_gap"], 3), _f(e["min_gap_with_robots"], 3), str(len(e["origins_under_delay"])),
-                     f"{e['cpu_s'] / e['span_s']:.0%}" if e["span_s"] else "–"])
-    lines += _table(["crawler", "pages", "log span s", "pages/s", "of ideal", "min gap s",
-                     "min gap incl. robots.txt s", "origins under delay", "crawler CPU / span"], rows)
-    lines += ["", "*crawler CPU / span* near 100% (one core) means the crawler was bound by its own CPU, "
-              "not by the delay. Scrapy here puts each origin (host:port) in its own download slot with "
-              "CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=delay, DOWNLOAD_DELAY_JITTER=0.", ""]
+        rows.append(
+            [
+                e["label"],
+                f"{e['pages']:,} / {s['expected']:,}",
+                _f(e["span_s"]),
+                _f(e["span_pages_per_s"], 0),
+                f"{e['span_pages_per_s'] / s['ideal_pages_per_s']:.0%}",
+                _f(e["min_gap"], 3),
+                _f(e["min_gap_with_robots"], 3),
+                str(len(e["origins_under_delay"])),
+                f"{e['cpu_s'] / e['span_s']:.0%}" if e["span_s"] else "-",
+            ]
+        )
+    lines += _table(
+        [
+            "crawler",
+            "pages",
+            "log span s",
+            "pages/s",
+            "of ideal",
+            "min gap s",
+            "min gap incl. robots.txt s",
+            "origins under delay",
+            "crawler CPU / span",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        "*crawler CPU / span* near 100% (one core) means the crawler was bound by its own CPU, "
+        "not by the delay. Scrapy here puts each origin (host:port) in its own download slot with "
+        "CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=delay, DOWNLOAD_DELAY_JITTER=0 and "
+        "SCHEDULER_PRIORITY_QUEUE=DownloaderAwarePriorityQueue (Scrapy's broad-crawl advice).",
+        "",
+    ]
     return lines
 
 
 def memory_section(mem: dict) -> list[str]:
     s = mem["_site"]
-    lines = [f"## Memory run: one site of {s['expected']:,} pages, growing page budgets", "",
-             "RSS of the crawler's process tree sampled every 50 ms; flat means bounded by configuration, "
-             "not by the size of the crawl.", ""]
+    lines = [
+        f"## Memory run: one site of {s['expected']:,} pages, growing page budgets",
+        "",
+        "RSS of the crawler's process tree sampled every 50 ms; "
+        "flat means bounded by configuration, "
+        "not by the size of the crawl.",
+        "",
+    ]
     rows = []
-    for name, e in _entries(mem):
+    for _, e in _entries(mem):
         for b, r in e["budgets"].items():
             if r["status"] != "ok":
-                rows.append([e["label"], b, f"**{r['status']}**: {r.get('reason', '')}", "", "", "", "", ""])
+                rows.append(
+                    [e["label"], b, f"**{r['status']}**: {r.get('reason', '')}", "", "", "", "", ""]
+                )
                 continue
             samp = [mb for _, mb in r.get("rss_samples", [])]
-            q = [samp[min(len(samp) - 1, int(len(samp) * f))] if samp else None for f in (0.25, 0.5, 0.75)]
-            rows.append([e["label"], f"{int(b):,}", f"{r['pages']:,}", _f(r["wall_s"]), _f(q[0], 0), _f(q[1], 0),
-                         _f(q[2], 0), _f(r["peak_rss_mb"], 0)])
-    lines += _table(["crawler", "budget", "pages", "wall s", "RSS at 25% MB", "at 50%", "at 75%", "peak MB"], rows)
-    return lines + [""]
+            q = [
+                samp[min(len(samp) - 1, int(len(samp) * f))] if samp else None
+                for f in (0.25, 0.5, 0.75)
+            ]
+            rows.append(
+                [
+                    e["label"],
+                    f"{int(b):,}",
+                    f"{r['pages']:,}",
+                    _f(r["wall_s"]),
+                    _f(q[0], 0),
+                    _f(q[1], 0),
+                    _f(q[2], 0),
+                    _f(r["peak_rss_mb"], 0),
+                ]
+            )
+    lines += _table(
+        ["crawler", "budget", "pages", "wall s", "RSS at 25% MB", "at 50%", "at 75%", "peak MB"],
+        rows,
+    )
+    return [*lines, ""]
 
 
 def profile_section(profiles: dict) -> list[str]:
     lines = ["## Where the CPU goes (py-spy, 100 Hz, one extra run each, not timed)", ""]
-    for name, p in _entries(profiles):
+    for _, p in _entries(profiles):
         if p["status"] != "ok":
             lines += [f"**{p['label']}**: {p['status']}: {p.get('reason', '')}", ""]
             continue
@@ -152,9 +314,15 @@ def profile_section(profiles: dict) -> list[str]:
         for i in range(max(len(p["by_package"]), len(p["self_top"]))):
             pkg = p["by_package"][i] if i < len(p["by_package"]) else None
             fn = p["self_top"][i] if i < len(p["self_top"]) else None
-            rows.append([f"{pkg[0]}" if pkg else "", f"{pkg[1] / total:.0%}" if pkg else "",
-                         f"`{fn[0]}`" if fn else "", f"{fn[1] / total:.0%}" if fn else ""])
-        lines += _table(["package (self)", "share", "function (self)", "share"], rows) + [""]
+            rows.append(
+                [
+                    f"{pkg[0]}" if pkg else "",
+                    f"{pkg[1] / total:.0%}" if pkg else "",
+                    f"`{fn[0]}`" if fn else "",
+                    f"{fn[1] / total:.0%}" if fn else "",
+                ]
+            )
+        lines += [*_table(["package (self)", "share", "function (self)", "share"], rows), ""]
     return lines
 
 
@@ -165,31 +333,35 @@ def write_chart(results: dict, png: Path) -> None:
     import matplotlib.pyplot as plt
 
     main = results["main"]
-    ok = [(main[n]["label"].split(" (")[0].replace("streamcrawl ", "sc "), main[n]["median"])
-          for n in ORDER if n in main and main[n].get("median")]
+    ok = [(SHORT[n], main[n]["median"]) for n in ORDER if n in main and main[n].get("median")]
     mem = results.get("memory")
     panels = 3 if mem else 2
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.2))
     names = [n for n, _ in ok]
-    for ax, key, title in ((axes[0], "pages_per_cpu_s", "pages per CPU-second (higher is better)"),
-                           (axes[1], "pages_per_s", "pages per second, wall clock")):
+    for ax, key, title in (
+        (axes[0], "pages_per_cpu_s", "pages per CPU-second (higher is better)"),
+        (axes[1], "pages_per_s", "pages per second, wall clock"),
+    ):
         vals = [m[key] or 0 for _, m in ok]
-        bars = ax.bar(names, vals, color=["#2a7" if "sc" in n else "#888" for n in names])
+        bars = ax.bar(names, vals, color=["#2a7" if "streamcrawl" in n else "#888" for n in names])
         ax.bar_label(bars, fmt="%.0f")
         ax.set_title(title, fontsize=10)
-        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+        ax.tick_params(axis="x", labelsize=8)
     if mem:
         ax = axes[2]
         for name, e in _entries(mem):
             for b, r in e["budgets"].items():
                 if r["status"] == "ok" and r.get("rss_samples"):
-                    t, mb = zip(*r["rss_samples"])
+                    t, mb = zip(*r["rss_samples"], strict=True)
                     ax.plot(t, mb, label=f"{name} {int(b):,} pages")
         ax.set_title("RSS over the crawl (MB)", fontsize=10)
         ax.set_xlabel("seconds")
         ax.legend(fontsize=7)
     site = main["_site"]
-    fig.suptitle(f"Synthetic web {site['origins']} x {site['pages']} on 127.0.0.1 (median of runs)", fontsize=11)
+    fig.suptitle(
+        f"Synthetic web {site['origins']} x {site['pages']} on 127.0.0.1 (median of runs)",
+        fontsize=11,
+    )
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
@@ -198,16 +370,30 @@ def write_chart(results: dict, png: Path) -> None:
 
 def write(results: dict, md: Path, png: Path) -> None:
     env, args = results["env"], results["args"]
-    lines = ["# Benchmarks: streamcrawl, Scrapy and Crawlee on one synthetic web", "",
-             f"Generated by `{_command(args)}` (bench/README.md) on {env['date']} at commit "
-             f"{env['repo_commit']}, in {results['elapsed_s'] / 60:.0f} min. Do not edit by hand: rerun.", "",
-             f"![chart]({png.name})", "", "## Environment", ""]
-    lines += _table(["", ""], [[k, str(v)] for k, v in env.items() if k not in ("date", "repo_commit")])
-    lines += ["", "Every crawler runs as its own process on the same site, served by one nginx worker on "
-              "127.0.0.1 (restarted per run, so each run has its own access log), seeded with every "
-              "origin's root. Competitors strip tracking parameters in their link handling"
-              + (" — **not in this run (--stock)**" if args["stock"] else "")
-              + " so that all crawlers do the same work; see bench/README.md.", ""]
+    lines = [
+        "# Benchmarks: streamcrawl, Scrapy and Crawlee on one synthetic web",
+        "",
+        f"Generated by `{_command(args)}` (bench/README.md) on {env['date']} at commit "
+        f"{env['repo_commit']}, in {results['elapsed_s'] / 60:.0f} min. "
+        "Do not edit by hand: rerun.",
+        "",
+        f"![chart]({png.name})",
+        "",
+        "## Environment",
+        "",
+    ]
+    lines += _table(
+        ["", ""], [[k, str(v)] for k, v in env.items() if k not in ("date", "repo_commit")]
+    )
+    lines += [
+        "",
+        "Every crawler runs as its own process on the same site, served by one nginx worker on "
+        "127.0.0.1 (restarted per run, so each run has its own access log), seeded with every "
+        "origin's root. Competitors strip tracking parameters in their link handling"
+        + (" — **not in this run (--stock)**" if args["stock"] else "")
+        + " so that all crawlers do the same work; see bench/README.md.",
+        "",
+    ]
     lines += main_section(results["main"])
     if "politeness" in results:
         lines += politeness_section(results["politeness"])

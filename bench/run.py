@@ -36,7 +36,9 @@ def ensure_bench_venv() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     probe = "import scrapy, crawlee, parsel, psutil, matplotlib"
     if subprocess.run([str(python), "-c", probe], capture_output=True).returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True
+        )
     os.chdir(REPO)
     os.execv(str(python), [str(python), "-m", "bench.run", *sys.argv[1:]])
 
@@ -47,17 +49,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--pages", type=int, default=1000, help="pages per origin of the main site")
     ap.add_argument("--runs", type=int, default=3, help="runs per crawler (the median is reported)")
     ap.add_argument("--only", default=",".join(ALL), help=f"comma list from {','.join(ALL)}")
-    ap.add_argument("--quick", action="store_true",
-                    help="4 origins x 250 pages, 1 run, small politeness run, no profiles")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="4 origins x 250 pages, 1 run, small politeness run, no profiles",
+    )
     ap.add_argument("--no-politeness", action="store_true")
     ap.add_argument("--politeness-origins", type=int, default=256)
     ap.add_argument("--politeness-pages", type=int, default=20)
     ap.add_argument("--politeness-delay", type=float, default=0.5)
-    ap.add_argument("--memory", action="store_true", help="also the long memory run (1k/10k/50k pages)")
+    ap.add_argument(
+        "--memory", action="store_true", help="also the long memory run (1k/10k/50k pages)"
+    )
     ap.add_argument("--memory-budgets", default="1000,10000,50000")
     ap.add_argument("--no-profile", action="store_true")
-    ap.add_argument("--stock", action="store_true",
-                    help="competitors without tracking-parameter stripping (more duplicates)")
+    ap.add_argument(
+        "--stock",
+        action="store_true",
+        help="competitors without tracking-parameter stripping (more duplicates)",
+    )
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per crawler run")
     ap.add_argument("--workdir", default="/tmp/streamcrawl-bench")
     ap.add_argument("--base-port", type=int, default=20000)
@@ -89,13 +99,16 @@ def main(argv: list[str] | None = None) -> None:
     site = suite.ensure_site(workdir, args.origins, args.pages, args.base_port)
     results["main"] = suite.compare(site, args.only, args.runs, workdir / "main", args)
     if not args.no_politeness:
-        psite = suite.ensure_site(workdir, args.politeness_origins, args.politeness_pages, args.base_port + 1000)
+        psite = suite.ensure_site(
+            workdir, args.politeness_origins, args.politeness_pages, args.base_port + 1000
+        )
         results["politeness"] = suite.politeness(psite, args.only, workdir / "politeness", args)
     if args.memory:
         budgets = [int(b) for b in args.memory_budgets.split(",")]
         per_origin = 1000
-        msite = suite.ensure_site(workdir, -(-int(max(budgets) * 1.25) // per_origin), per_origin,
-                                  args.base_port + 2000)
+        msite = suite.ensure_site(
+            workdir, -(-int(max(budgets) * 1.25) // per_origin), per_origin, args.base_port + 2000
+        )
         results["memory"] = suite.memory(msite, args.only, budgets, workdir / "memory", args)
     if not args.no_profile:
         results["profiles"] = suite.profiles(site, args.only, workdir / "profiles", args)

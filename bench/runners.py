@@ -59,15 +59,29 @@ def _py_spy(argv: list[str], out: Path) -> list[str]:
     spy = Path(BENCH_PYTHON).with_name("py-spy")
     if not spy.exists():
         raise NotRun("py-spy missing from the benchmark venv")
-    return [str(spy), "record", "--format", "raw", "--rate", "100", "--subprocesses", "--nonblocking",
-            "-o", str(out), "--", *argv]
+    return [
+        str(spy),
+        "record",
+        "--format",
+        "raw",
+        "--rate",
+        "100",
+        "--subprocesses",
+        "--nonblocking",
+        "-o",
+        str(out),
+        "--",
+        *argv,
+    ]
 
 
 def _measure(argv: list[str], ctx: RunContext, env: dict[str, str] | None = None) -> Measured:
     if ctx.profile:
         argv = _py_spy(argv, ctx.profile)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return run_measured(argv, env=full_env, cwd=ctx.workdir, timeout=ctx.timeout, log_dir=ctx.workdir / "logs")
+    return run_measured(
+        argv, env=full_env, cwd=ctx.workdir, timeout=ctx.timeout, log_dir=ctx.workdir / "logs"
+    )
 
 
 def _result(m: Measured, self_report: dict) -> dict:
@@ -91,8 +105,14 @@ def _last_json(text: str) -> dict:
 
 def run_scrapy(ctx: RunContext) -> dict:
     """Scrapy CrawlSpider (bench/competitors/scrapy_spider.py) in the benchmark venv."""
-    argv = [BENCH_PYTHON, str(COMPETITORS / "scrapy_spider.py"), "--seeds", str(ctx.seeds_file),
-            "--out", str(ctx.workdir / "out")]
+    argv = [
+        BENCH_PYTHON,
+        str(COMPETITORS / "scrapy_spider.py"),
+        "--seeds",
+        str(ctx.seeds_file),
+        "--out",
+        str(ctx.workdir / "out"),
+    ]
     if ctx.delay:
         argv += ["--delay", str(ctx.delay)]
     if ctx.stock:
@@ -107,8 +127,14 @@ def run_crawlee(ctx: RunContext) -> dict:
     """Crawlee ParselCrawler (bench/competitors/crawlee_crawler.py) in the benchmark venv."""
     if ctx.delay or ctx.max_pages:
         raise NotRun("the crawlee runner has no per-origin delay or page budget wired")
-    argv = [BENCH_PYTHON, str(COMPETITORS / "crawlee_crawler.py"), "--seeds", str(ctx.seeds_file),
-            "--out", str(ctx.workdir / "out")]
+    argv = [
+        BENCH_PYTHON,
+        str(COMPETITORS / "crawlee_crawler.py"),
+        "--seeds",
+        str(ctx.seeds_file),
+        "--out",
+        str(ctx.workdir / "out"),
+    ]
     if ctx.stock:
         argv.append("--stock")
     m = _measure(argv, ctx, env={"CRAWLEE_LOG_LEVEL": "WARNING"})
@@ -117,12 +143,17 @@ def run_crawlee(ctx: RunContext) -> dict:
 
 def streamcrawl_binary() -> str:
     """The ``streamcrawl`` executable: $STREAMCRAWL_BIN, the repo's .venv, or PATH."""
-    candidates = [os.environ.get("STREAMCRAWL_BIN"), str(REPO / ".venv" / "bin" / "streamcrawl"),
-                  shutil.which("streamcrawl")]
+    candidates = [
+        os.environ.get("STREAMCRAWL_BIN"),
+        str(REPO / ".venv" / "bin" / "streamcrawl"),
+        shutil.which("streamcrawl"),
+    ]
     for c in candidates:
         if c and Path(c).exists() and os.access(c, os.X_OK):
             return c
-    raise NotRun("streamcrawl not installed (set STREAMCRAWL_BIN or install it into /work/main/.venv)")
+    raise NotRun(
+        "streamcrawl not installed (set STREAMCRAWL_BIN or install it into /work/main/.venv)"
+    )
 
 
 def streamcrawl_version() -> str | None:
@@ -138,26 +169,48 @@ def streamcrawl_version() -> str | None:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
-    return r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else "unknown version"
+    return (
+        r.stdout.strip().splitlines()[-1]
+        if r.returncode == 0 and r.stdout.strip()
+        else "unknown version"
+    )
 
 
 def embedded_argv(ctx: RunContext) -> list[str]:
-    """The ``streamcrawl crawl`` command line for this run (CLI contract, ARCHITECTURE.md section 7)."""
+    """The ``streamcrawl crawl`` command line for this run (ARCHITECTURE.md section 7)."""
     exe = streamcrawl_binary()
     # Without a budget under test, leave room so that the budget never truncates the crawl.
     budget = ctx.max_pages or 2 * ctx.spec.expected_pages
-    return [exe, "crawl", *ctx.seeds,
-            "--out", str(ctx.workdir / "out"), "--state-dir", str(ctx.workdir / "state"),
-            "--delay", str(ctx.delay), "--concurrency", "64", "--max-pages", str(budget),
-            "--allow-host", "127.0.0.1", "--user-agent", "bench-streamcrawl", "--json"]
+    return [
+        exe,
+        "crawl",
+        *ctx.seeds,
+        "--out",
+        str(ctx.workdir / "out"),
+        "--state-dir",
+        str(ctx.workdir / "state"),
+        "--delay",
+        str(ctx.delay),
+        "--concurrency",
+        "64",
+        "--max-pages",
+        str(budget),
+        "--allow-host",
+        "127.0.0.1",
+        "--user-agent",
+        "bench-streamcrawl",
+        "--json",
+    ]
 
 
 def run_streamcrawl_embedded(ctx: RunContext) -> dict:
-    """``streamcrawl crawl`` (embedded wiring) as a subprocess; its --json summary is self_report."""
+    """``streamcrawl crawl`` (embedded) as a subprocess; its --json summary is self_report."""
     exe = streamcrawl_binary()
     probe = subprocess.run([exe, "crawl", "--help"], capture_output=True, text=True, timeout=120)
     if probe.returncode != 0:
-        raise NotRun(f"`streamcrawl crawl --help` failed: {(probe.stderr or probe.stdout).strip()[-200:]}")
+        raise NotRun(
+            f"`streamcrawl crawl --help` failed: {(probe.stderr or probe.stdout).strip()[-200:]}"
+        )
     m = _measure(embedded_argv(ctx), ctx)
     if m.returncode != 0 and not m.timed_out:
         raise RuntimeError(f"streamcrawl crawl exited {m.returncode}: {m.stderr_tail[-500:]}")

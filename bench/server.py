@@ -24,14 +24,22 @@ TEMPLATE = Path(__file__).with_name("nginx.conf.tmpl")
 
 def ensure_nginx() -> str:
     """Path of the nginx binary, installing Debian's package first if it is missing."""
-    path = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    path = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
     if path:
         return path
     if os.geteuid() != 0:
-        raise RuntimeError("nginx is not installed: run `apt-get update && apt-get install -y nginx`")
+        raise RuntimeError(
+            "nginx is not installed: run `apt-get update && apt-get install -y nginx`"
+        )
     subprocess.run(["apt-get", "update"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["apt-get", "install", "-y", "nginx"], check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    subprocess.run(
+        ["apt-get", "install", "-y", "nginx"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
     return shutil.which("nginx") or "/usr/sbin/nginx"
 
 
@@ -68,21 +76,34 @@ class Nginx:
     def start(self, timeout: float = 10.0) -> Nginx:
         busy = [p for p in self.spec.ports[:3] if _port_open(p)]
         if busy:
-            raise RuntimeError(f"ports {busy} already in use on 127.0.0.1: stop whatever listens there")
+            raise RuntimeError(
+                f"ports {busy} already in use on 127.0.0.1: stop whatever listens there"
+            )
         self.prefix.mkdir(parents=True, exist_ok=True)
         conf = self.prefix / "nginx.conf"
         conf.write_text(render_config(self.spec, self.prefix.resolve()))
         binary = ensure_nginx()
         # -e: the error log before the config is read (the default path may not be writable).
-        self.proc = subprocess.Popen(
-            [binary, "-p", str(self.prefix.resolve()), "-c", str(conf.resolve()),
-             "-e", str((self.prefix / "error.log").resolve())],
-            stdout=subprocess.DEVNULL, stderr=open(self.prefix / "stderr.log", "wb"),
-        )
+        with open(self.prefix / "stderr.log", "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [
+                    binary,
+                    "-p",
+                    str(self.prefix.resolve()),
+                    "-c",
+                    str(conf.resolve()),
+                    "-e",
+                    str((self.prefix / "error.log").resolve()),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         deadline = time.monotonic() + timeout
         while not all(_port_open(p) for p in (self.spec.ports[0], self.spec.ports[-1])):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                err = (self.prefix / "stderr.log").read_text() + (self.prefix / "error.log").read_text()
+                err = (self.prefix / "stderr.log").read_text() + (
+                    self.prefix / "error.log"
+                ).read_text()
                 self.stop()
                 raise RuntimeError(f"nginx did not start: {err.strip()[-500:]}")
             time.sleep(0.05)

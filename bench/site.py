@@ -37,11 +37,47 @@ TARGET_BYTES = 24 * 1024
 ROBOTS_TXT = "User-agent: *\nDisallow: /private/\n"
 TRACKING = ("utm_source=newsletter&utm_medium=email", "utm_campaign=spring", "gclid=EAIaIQobChMI")
 
-_WORDS = (
-    "crawl frontier origin politeness robots canonical fetch parse sink kafka partition table "
-    "rocksdb cassandra worker agent stream offset record schema page link anchor fragment query "
-    "delay budget depth scope host port queue backoff retry timeout redirect charset title body"
-).split()
+_WORDS = [
+    "crawl",
+    "frontier",
+    "origin",
+    "politeness",
+    "robots",
+    "canonical",
+    "fetch",
+    "parse",
+    "sink",
+    "kafka",
+    "partition",
+    "table",
+    "rocksdb",
+    "cassandra",
+    "worker",
+    "agent",
+    "stream",
+    "offset",
+    "record",
+    "schema",
+    "page",
+    "link",
+    "anchor",
+    "fragment",
+    "query",
+    "delay",
+    "budget",
+    "depth",
+    "scope",
+    "host",
+    "port",
+    "queue",
+    "backoff",
+    "retry",
+    "timeout",
+    "redirect",
+    "charset",
+    "title",
+    "body",
+]
 
 
 @dataclass(frozen=True)
@@ -94,7 +130,9 @@ def relative_href(from_path: str, to_path: str) -> str:
 def expected_urls(origins: int, pages: int, base_port: int) -> list[str]:
     """The exact set of canonical URLs a complete, robots-respecting crawl fetches."""
     return [
-        f"http://127.0.0.1:{base_port + i}{page_path(n)}" for i in range(origins) for n in range(pages)
+        f"http://127.0.0.1:{base_port + i}{page_path(n)}"
+        for i in range(origins)
+        for n in range(pages)
     ]
 
 
@@ -154,7 +192,9 @@ class _PageWriter:
         parts = [head]
         # Interleave links with text so that the page looks like a page, not a link farm.
         for i, href in enumerate(hrefs):
-            parts.append(f'<p id=sec{i % 5 + 1}>{rng.choice(self.paras)} <a href="{href}">link {i}</a></p>\n')
+            parts.append(
+                f'<p id=sec{i % 5 + 1}>{rng.choice(self.paras)} <a href="{href}">link {i}</a></p>\n'
+            )
         size = sum(len(p) for p in parts)
         while size < TARGET_BYTES - 200:
             para = f"<p>{rng.choice(self.paras)}</p>\n"
@@ -167,7 +207,7 @@ class _PageWriter:
 def generate(
     root: str | Path, origins: int = 4, pages: int = 500, base_port: int = 20000, seed: int = 6
 ) -> SiteSpec:
-    """Write the site under ``root`` (created; existing files are overwritten) and return its spec."""
+    """Write the site under ``root`` (created; files are overwritten); return its spec."""
     if origins < 1 or pages < 1:
         raise ValueError("need at least one origin and one page")
     root = Path(root)

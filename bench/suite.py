@@ -23,23 +23,47 @@ from bench.runners import LABELS, RUNNERS, NotRun, RunContext
 from bench.server import Nginx, ensure_nginx
 from bench.site import SiteSpec, generate, read_expected
 
-MEDIAN_KEYS = ("wall_s", "span_s", "cpu_s", "peak_rss_mb", "nginx_cpu_s", "pages", "missed", "duplicates",
-               "robots_duplicates", "unexpected", "requests", "pages_per_s", "ms_cpu_per_page",
-               "pages_per_cpu_s", "kafka_cpu_s", "cassandra_cpu_s", "other_cpu_s")
+MEDIAN_KEYS = (
+    "wall_s",
+    "span_s",
+    "cpu_s",
+    "peak_rss_mb",
+    "nginx_cpu_s",
+    "pages",
+    "missed",
+    "duplicates",
+    "robots_duplicates",
+    "unexpected",
+    "requests",
+    "pages_per_s",
+    "ms_cpu_per_page",
+    "pages_per_cpu_s",
+    "kafka_cpu_s",
+    "cassandra_cpu_s",
+    "other_cpu_s",
+)
 
 
 def ensure_site(workdir: Path, origins: int, pages: int, base_port: int, seed: int = 6) -> SiteSpec:
     root = workdir / f"site-{origins}x{pages}-p{base_port}-s{seed}"
     try:
         spec = SiteSpec.load(root)
-        if (spec.origins, spec.pages, spec.base_port, spec.seed) == (origins, pages, base_port, seed):
+        if (spec.origins, spec.pages, spec.base_port, spec.seed) == (
+            origins,
+            pages,
+            base_port,
+            seed,
+        ):
             return spec
     except (OSError, ValueError, TypeError):
         pass
     shutil.rmtree(root, ignore_errors=True)
     t = time.monotonic()
     spec = generate(root, origins, pages, base_port, seed)
-    print(f"generated {root} ({spec.expected_pages} pages) in {time.monotonic() - t:.0f} s", flush=True)
+    print(
+        f"generated {root} ({spec.expected_pages} pages) in {time.monotonic() - t:.0f} s",
+        flush=True,
+    )
     return spec
 
 
@@ -54,16 +78,33 @@ def _cmd(argv: list[str]) -> str:
 def environment() -> dict:
     from importlib.metadata import version
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor())
-    mem_kb = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines()
-                      if ln.startswith("MemTotal")))
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem_kb = int(
+        next(
+            ln.split()[1]
+            for ln in Path("/proc/meminfo").read_text().splitlines()
+            if ln.startswith("MemTotal")
+        )
+    )
     return {
-        "cpu": cpu, "nproc": _cmd(["nproc"]), "mem_gib": round(mem_kb / 2**20, 1),
-        "kernel": platform.release(), "python": sys.version.split()[0],
+        "cpu": cpu,
+        "nproc": _cmd(["nproc"]),
+        "mem_gib": round(mem_kb / 2**20, 1),
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
         "nginx": _cmd([ensure_nginx(), "-v"]),
-        "scrapy": version("scrapy"), "twisted": version("twisted"), "crawlee": version("crawlee"),
-        "impit": version("impit"), "streamcrawl": runners.streamcrawl_version() or "not installed",
+        "scrapy": version("scrapy"),
+        "twisted": version("twisted"),
+        "crawlee": version("crawlee"),
+        "impit": version("impit"),
+        "streamcrawl": runners.streamcrawl_version() or "not installed",
         "repo_commit": _cmd(["git", "-C", str(runners.REPO), "rev-parse", "--short", "HEAD"]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
@@ -82,20 +123,36 @@ def one_run(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
     finally:
         nginx.stop()
     # The machine is shared: CPU that neither the crawler nor nginx used during the run.
-    res["other_cpu_s"] = max(0.0, machine_busy_cpu_s() - busy0 - res["cpu_s"] - res["nginx_cpu_s"]
-                             - sum(v for v in res["service_cpu_s"].values() if v))
+    res["other_cpu_s"] = max(
+        0.0,
+        machine_busy_cpu_s()
+        - busy0
+        - res["cpu_s"]
+        - res["nginx_cpu_s"]
+        - sum(v for v in res["service_cpu_s"].values() if v),
+    )
     res["loadavg_1m"] = os.getloadavg()[0]
     log = analyze_file(nginx.access_log, read_expected(spec.root))
     pages = log.pages_fetched
     res.update(
-        pages=pages, missed=log.pages_missed, missed_sample=log.missed_sample, duplicates=log.duplicates,
-        duplicate_urls=log.duplicate_urls, robots_duplicates=log.robots_duplicates,
-        private_fetched=log.private_fetched, unexpected=log.unexpected, requests=log.requests,
-        statuses=log.statuses, span_s=log.span, min_gap=log.min_gap, min_gap_with_robots=log.min_gap_with_robots,
+        pages=pages,
+        missed=log.pages_missed,
+        missed_sample=log.missed_sample,
+        duplicates=log.duplicates,
+        duplicate_urls=log.duplicate_urls,
+        robots_duplicates=log.robots_duplicates,
+        private_fetched=log.private_fetched,
+        unexpected=log.unexpected,
+        requests=log.requests,
+        statuses=log.statuses,
+        span_s=log.span,
+        min_gap=log.min_gap,
+        min_gap_with_robots=log.min_gap_with_robots,
         pages_per_s=pages / res["wall_s"] if res["wall_s"] else 0.0,
         ms_cpu_per_page=1000 * res["cpu_s"] / pages if pages else None,
         pages_per_cpu_s=pages / res["cpu_s"] if res["cpu_s"] else None,
-        kafka_cpu_s=res["service_cpu_s"].get("kafka"), cassandra_cpu_s=res["service_cpu_s"].get("cassandra"),
+        kafka_cpu_s=res["service_cpu_s"].get("kafka"),
+        cassandra_cpu_s=res["service_cpu_s"].get("cassandra"),
     )
     if ctx.delay:
         res["origins_under_delay"] = log.origins_under(ctx.delay)
@@ -115,10 +172,10 @@ def _median(runs: list[dict]) -> dict:
     return med
 
 
-def _try(name: str, fn) -> dict:
-    """Run ``fn``; turn NotRun/NotImplementedError/failures into a status the report shows."""
+def _try(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
+    """``one_run``, with NotRun/NotImplementedError/failures turned into a status for the report."""
     try:
-        return {"status": "ok", **fn()}
+        return {"status": "ok", **one_run(name, spec, rundir, args, **ctx_kw)}
     except NotRun as e:
         return {"status": "not run", "reason": str(e)}
     except NotImplementedError as e:
@@ -130,23 +187,30 @@ def _try(name: str, fn) -> dict:
 def compare(spec: SiteSpec, names: list[str], runs: int, workdir: Path, args) -> dict:
     """``runs`` rounds; in each, every crawler once (interleaved, so drift hits all alike)."""
     out = {n: {"label": LABELS[n], "runs": [], "status": "ok"} for n in names}
-    out["_site"] = {"origins": spec.origins, "pages": spec.pages, "expected": spec.expected_pages,
-                    "links_per_page": spec.links_per_page}
+    out["_site"] = {
+        "origins": spec.origins,
+        "pages": spec.pages,
+        "expected": spec.expected_pages,
+        "links_per_page": spec.links_per_page,
+    }
     for i in range(runs):
         for n in names:
             if out[n]["status"] != "ok":
                 continue
             print(f"[main] run {i + 1}/{runs}: {n} ...", flush=True)
-            r = _try(n, lambda: one_run(n, spec, workdir / f"{n}-{i + 1}", args))
+            r = _try(n, spec, workdir / f"{n}-{i + 1}", args)
             if r["status"] != "ok":
                 out[n].update(status=r["status"], reason=r["reason"])
                 print(f"  {n}: {r['status']}: {r['reason']}", flush=True)
                 continue
             r.pop("status")
             out[n]["runs"].append(r)
-            print(f"  {n}: {r['pages']} pages in {r['wall_s']:.1f} s, {r['cpu_s']:.1f} CPU-s, "
-                  f"{r['peak_rss_mb']:.0f} MB, missed {r['missed']}, dup {r['duplicates']}, "
-                  f"private {r['private_fetched']}", flush=True)
+            print(
+                f"  {n}: {r['pages']} pages in {r['wall_s']:.1f} s, {r['cpu_s']:.1f} CPU-s, "
+                f"{r['peak_rss_mb']:.0f} MB, missed {r['missed']}, dup {r['duplicates']}, "
+                f"private {r['private_fetched']}",
+                flush=True,
+            )
     for n in names:
         if out[n]["runs"]:
             out[n]["median"] = _median(out[n]["runs"])
@@ -156,15 +220,25 @@ def compare(spec: SiteSpec, names: list[str], runs: int, workdir: Path, args) ->
 def politeness(spec: SiteSpec, names: list[str], workdir: Path, args) -> dict:
     """Many origins, per-origin delay: throughput vs origins/delay, and every origin's min gap."""
     delay = args.politeness_delay
-    out: dict = {"_site": {"origins": spec.origins, "pages": spec.pages, "expected": spec.expected_pages,
-                           "delay": delay, "ideal_pages_per_s": spec.origins / delay}}
+    out: dict = {
+        "_site": {
+            "origins": spec.origins,
+            "pages": spec.pages,
+            "expected": spec.expected_pages,
+            "delay": delay,
+            "ideal_pages_per_s": spec.origins / delay,
+        }
+    }
     for n in [x for x in names if x in ("embedded", "kafka-1", "kafka-2", "scrapy")]:
         print(f"[politeness] {n} ...", flush=True)
-        r = _try(n, lambda: one_run(n, spec, workdir / n, args, delay=delay))
+        r = _try(n, spec, workdir / n, args, delay=delay)
         out[n] = {"label": LABELS[n], **r}
         if r["status"] == "ok":
-            print(f"  {n}: {r['pages']} pages, {r['span_pages_per_s']:.0f} pages/s over the log span, "
-                  f"min gap {r['min_gap']}, origins under delay {len(r['origins_under_delay'])}", flush=True)
+            print(
+                f"  {n}: {r['pages']} pages, {r['span_pages_per_s']:.0f} pages/s (log span), "
+                f"min gap {r['min_gap']}, origins under delay {len(r['origins_under_delay'])}",
+                flush=True,
+            )
         else:
             print(f"  {n}: {r['status']}: {r['reason']}", flush=True)
     return out
@@ -172,12 +246,14 @@ def politeness(spec: SiteSpec, names: list[str], workdir: Path, args) -> dict:
 
 def memory(spec: SiteSpec, names: list[str], budgets: list[int], workdir: Path, args) -> dict:
     """RSS of the embedded crawl (and one worker) at growing page budgets on one big site."""
-    out: dict = {"_site": {"origins": spec.origins, "pages": spec.pages, "expected": spec.expected_pages}}
+    out: dict = {
+        "_site": {"origins": spec.origins, "pages": spec.pages, "expected": spec.expected_pages}
+    }
     for n in [x for x in names if x in ("embedded", "kafka-1")]:
         out[n] = {"label": LABELS[n], "budgets": {}}
         for b in budgets:
             print(f"[memory] {n} budget {b} ...", flush=True)
-            r = _try(n, lambda: one_run(n, spec, workdir / f"{n}-{b}", args, max_pages=b))
+            r = _try(n, spec, workdir / f"{n}-{b}", args, max_pages=b)
             out[n]["budgets"][str(b)] = r
             if r["status"] != "ok":
                 print(f"  {n}: {r['status']}: {r['reason']}", flush=True)
@@ -192,11 +268,22 @@ def profiles(spec: SiteSpec, names: list[str], workdir: Path, args) -> dict:
         print(f"[profile] {n} ...", flush=True)
         prof = workdir / f"{n}.raw.txt"
         workdir.mkdir(parents=True, exist_ok=True)
-        r = _try(n, lambda: one_run(n, spec, workdir / n, args, profile=prof))
+        r = _try(n, spec, workdir / n, args, profile=prof)
         if r["status"] == "ok" and prof.exists():
             s = summarize(prof)
-            out[n] = {"label": LABELS[n], "status": "ok", "samples": s.samples, "by_package": s.by_package,
-                      "self_top": s.self_top, "inclusive_top": s.inclusive_top, "raw": str(prof)}
+            out[n] = {
+                "label": LABELS[n],
+                "status": "ok",
+                "samples": s.samples,
+                "by_package": s.by_package,
+                "self_top": s.self_top,
+                "inclusive_top": s.inclusive_top,
+                "raw": str(prof),
+            }
         else:
-            out[n] = {"label": LABELS[n], "status": r["status"], "reason": r.get("reason", "no profile written")}
+            out[n] = {
+                "label": LABELS[n],
+                "status": r["status"],
+                "reason": r.get("reason", "no profile written"),
+            }
     return out

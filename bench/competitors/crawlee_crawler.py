@@ -36,8 +36,11 @@ TRACKING_EXACT = frozenset({"gclid", "fbclid", "msclkid", "dclid"})
 
 def strip_tracking(url: str) -> str:
     parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-             if not k.startswith("utm_") and k not in TRACKING_EXACT]
+    query = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if not k.startswith("utm_") and k not in TRACKING_EXACT
+    ]
     return urlunsplit(parts._replace(query=urlencode(query), fragment=""))
 
 
@@ -53,7 +56,7 @@ async def crawl(seeds: list[str], out: Path, stock: bool) -> dict:
         storage_client=MemoryStorageClient(),
         max_request_retries=2,
     )
-    items = open(out / "items.jsonl", "w")
+    items = open(out / "items.jsonl", "w")  # noqa: SIM115 - closed after crawler.run()
     pages = 0
 
     @crawler.router.default_handler
@@ -61,8 +64,16 @@ async def crawl(seeds: list[str], out: Path, stock: bool) -> dict:
         nonlocal pages
         pages += 1
         title = context.selector.css("title::text").get()
-        items.write(json.dumps({"url": context.request.url, "status": context.http_response.status_code,
-                                "title": title}) + "\n")
+        items.write(
+            json.dumps(
+                {
+                    "url": context.request.url,
+                    "status": context.http_response.status_code,
+                    "title": title,
+                }
+            )
+            + "\n"
+        )
         await context.enqueue_links(
             strategy="same-hostname", transform_request_function=None if stock else clean_request
         )

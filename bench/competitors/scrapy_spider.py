@@ -44,8 +44,11 @@ def strip_tracking(href: str) -> str:
     parts = urlsplit(href)
     if not parts.query:
         return href
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-             if not k.startswith("utm_") and k not in TRACKING_EXACT]
+    query = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if not k.startswith("utm_") and k not in TRACKING_EXACT
+    ]
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
@@ -64,8 +67,14 @@ class BenchSpider(CrawlSpider):
         self.start_urls = seeds
         self.per_origin_slots = per_origin_slots
         extractor = LinkExtractor() if stock else LinkExtractor(process_value=strip_tracking)
-        self.rules = (Rule(extractor, callback="parse_item", follow=True,
-                           process_request="set_slot" if per_origin_slots else None),)
+        self.rules = (
+            Rule(
+                extractor,
+                callback="parse_item",
+                follow=True,
+                process_request="set_slot" if per_origin_slots else None,
+            ),
+        )
         super().__init__(**kw)
 
     # The slot must be on the request before the scheduler sees it, for
@@ -82,8 +91,11 @@ class BenchSpider(CrawlSpider):
         return self.parse_item(response)
 
     def parse_item(self, response):
-        yield {"url": response.url, "status": response.status,
-               "title": response.css("title::text").get()}
+        yield {
+            "url": response.url,
+            "status": response.status,
+            "title": response.css("title::text").get(),
+        }
 
 
 def main() -> None:
@@ -107,11 +119,16 @@ def main() -> None:
         "FEEDS": {str(out / "items.jsonl"): {"format": "jsonlines", "overwrite": True}},
     }
     if a.delay > 0:
-        settings.update({"DOWNLOAD_DELAY": a.delay, "DOWNLOAD_DELAY_JITTER": 0,
-                         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
-                         "DOWNLOADER_MIDDLEWARES": {"__main__.PerOriginSlot": 50},  # robots.txt requests
-                         # Scrapy's advice for broad crawls: pick requests by downloader slot load.
-                         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue"})
+        settings.update(
+            {
+                "DOWNLOAD_DELAY": a.delay,
+                "DOWNLOAD_DELAY_JITTER": 0,
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+                "DOWNLOADER_MIDDLEWARES": {"__main__.PerOriginSlot": 50},  # robots.txt requests
+                # Scrapy's advice for broad crawls: pick requests by downloader slot load.
+                "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
+            }
+        )
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(BenchSpider)
     process.crawl(crawler, seeds=seeds, stock=a.stock, per_origin_slots=a.delay > 0)

@@ -20,7 +20,15 @@ from bench.logs import Hit, analyze, parse_line  # noqa: E402
 from bench.profile import summarize  # noqa: E402
 from bench.server import render_config  # noqa: E402
 from bench.site import (  # noqa: E402
-    ROBOTS_TXT, SiteSpec, expected_urls, file_path, generate, page_path, read_expected, relative_href)
+    ROBOTS_TXT,
+    SiteSpec,
+    expected_urls,
+    file_path,
+    generate,
+    page_path,
+    read_expected,
+    relative_href,
+)
 
 HREF = re.compile(r'<a href="([^"]*)"')
 
@@ -45,8 +53,12 @@ def test_expected_set_is_every_page_of_every_origin(site: SiteSpec) -> None:
     expected = read_expected(site.root)
     assert len(expected) == site.expected_pages == 3 * 40
     assert expected == set(expected_urls(3, 40, 21000))
-    assert "http://127.0.0.1:21000/" in expected and "http://127.0.0.1:21002/s7/p39.html" in expected
-    assert Path(site.root, "seeds.txt").read_text().split() == [f"http://127.0.0.1:{p}/" for p in (21000, 21001, 21002)]
+    assert (
+        "http://127.0.0.1:21000/" in expected and "http://127.0.0.1:21002/s7/p39.html" in expected
+    )
+    assert Path(site.root, "seeds.txt").read_text().split() == [
+        f"http://127.0.0.1:{p}/" for p in (21000, 21001, 21002)
+    ]
     assert SiteSpec.load(site.root) == site
 
 
@@ -62,11 +74,18 @@ def test_every_kind_of_link_appears(site: SiteSpec) -> None:
     hrefs = [h for url in read_expected(site.root) for h in _hrefs(site, url)]
     assert any("#" in h for h in hrefs)
     assert any("utm_source=" in h for h in hrefs) and any("gclid=" in h for h in hrefs)
-    assert any(h.startswith("../") for h in hrefs) and any(re.fullmatch(r"p\d+\.html", h) for h in hrefs)
-    assert any(h.startswith("/s") for h in hrefs) and any(h.startswith("http://127.0.0.1:21001/") for h in hrefs)
+    assert any(h.startswith("../") for h in hrefs) and any(
+        re.fullmatch(r"p\d+\.html", h) for h in hrefs
+    )
+    assert any(h.startswith("/s") for h in hrefs) and any(
+        h.startswith("http://127.0.0.1:21001/") for h in hrefs
+    )
     assert any("/private/" in h and not h.startswith("http") for h in hrefs)
     assert any(h.startswith("http://127.0.0.1:21000/private/") for h in hrefs)
-    assert all(urlsplit(urljoin("http://127.0.0.1:21000/s1/p1.html", h)).hostname == "127.0.0.1" for h in hrefs)
+    assert all(
+        urlsplit(urljoin("http://127.0.0.1:21000/s1/p1.html", h)).hostname == "127.0.0.1"
+        for h in hrefs
+    )
 
 
 def test_robots_disallows_private_on_every_origin(site: SiteSpec) -> None:
@@ -106,13 +125,16 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
     assert digest(tmp_path / "a") == digest(tmp_path / "b") != digest(tmp_path / "c")
 
 
-@pytest.mark.parametrize(("src", "dst", "href"), [
-    ("/", "/s3/p3.html", "s3/p3.html"),
-    ("/s3/p3.html", "/s3/p11.html", "p11.html"),
-    ("/s3/p3.html", "/s5/p5.html", "../s5/p5.html"),
-    ("/s3/p3.html", "/", "../"),
-    ("/s3/p3.html", "/private/x1.html", "../private/x1.html"),
-])
+@pytest.mark.parametrize(
+    ("src", "dst", "href"),
+    [
+        ("/", "/s3/p3.html", "s3/p3.html"),
+        ("/s3/p3.html", "/s3/p11.html", "p11.html"),
+        ("/s3/p3.html", "/s5/p5.html", "../s5/p5.html"),
+        ("/s3/p3.html", "/", "../"),
+        ("/s3/p3.html", "/private/x1.html", "../private/x1.html"),
+    ],
+)
 def test_relative_href(src: str, dst: str, href: str) -> None:
     assert relative_href(src, dst) == href
     assert urlsplit(urljoin("http://127.0.0.1:1" + src, href)).path == dst
@@ -136,18 +158,31 @@ def test_parse_line() -> None:
 
 
 def test_analyze_counts_duplicates_misses_private_and_gaps() -> None:
-    expected = {"http://127.0.0.1:1/", "http://127.0.0.1:1/a.html", "http://127.0.0.1:1/b.html",
-                "http://127.0.0.1:2/"}
+    expected = {
+        "http://127.0.0.1:1/",
+        "http://127.0.0.1:1/a.html",
+        "http://127.0.0.1:1/b.html",
+        "http://127.0.0.1:2/",
+    }
     lines = [
-        _line(10.0, 1, "/robots.txt"), _line(10.1, 1, "/"), _line(10.7, 1, "/a.html"),
+        _line(10.0, 1, "/robots.txt"),
+        _line(10.1, 1, "/"),
+        _line(10.7, 1, "/a.html"),
         _line(10.9, 1, "/a.html?utm_source=x"),  # duplicate via a tracking parameter, 0.2 s gap
-        _line(11.5, 1, "/private/x1.html"), _line(12.0, 1, "/robots.txt"),  # robots.txt twice
-        _line(11.0, 2, "/robots.txt"), _line(11.6, 2, "/"), _line(12.2, 2, "/nope.html", status=404),
+        _line(11.5, 1, "/private/x1.html"),
+        _line(12.0, 1, "/robots.txt"),  # robots.txt twice
+        _line(11.0, 2, "/robots.txt"),
+        _line(11.6, 2, "/"),
+        _line(12.2, 2, "/nope.html", status=404),
         "not a log line",
     ]
     r = analyze(filter(None, map(parse_line, lines)), expected)
     assert r.requests == 9
-    assert r.pages_fetched == 3 and r.pages_missed == 1 and r.missed_sample == ["http://127.0.0.1:1/b.html"]
+    assert (
+        r.pages_fetched == 3
+        and r.pages_missed == 1
+        and r.missed_sample == ["http://127.0.0.1:1/b.html"]
+    )
     assert (r.duplicates, r.duplicate_urls) == (1, 1)
     assert (r.robots_requests, r.robots_duplicates) == (3, 1)
     assert r.private_fetched == 1 and r.unexpected == 1
@@ -178,10 +213,19 @@ def test_profile_summary(tmp_path: Path) -> None:
     assert s.inclusive_top[0] == ("main (x.py)", 45)
 
 
-def test_nginx_config_has_one_server_per_origin_and_the_log_fields(site: SiteSpec, tmp_path: Path) -> None:
+def test_nginx_config_has_one_server_per_origin_and_the_log_fields(
+    site: SiteSpec, tmp_path: Path
+) -> None:
     conf = render_config(site, tmp_path)
     for port in site.ports:
         assert f"listen 127.0.0.1:{port};" in conf
-    for field in ("$msec", "$server_port", "$request_uri", "$status", "$http_user_agent", "$request_time"):
+    for field in (
+        "$msec",
+        "$server_port",
+        "$request_uri",
+        "$status",
+        "$http_user_agent",
+        "$request_time",
+    ):
         assert field in conf
     assert "daemon off;" in conf and f"pid {tmp_path}/nginx.pid;" in conf
