@@ -1,4 +1,4 @@
-"""A small generated multi-origin site for topology tests, served by ``RecordingServer``.
+"""A small generated multi-origin site for topology tests, and the harness that runs workers.
 
 Origin ``k`` serves ``/`` and ``/p1`` .. ``/p{n-1}``: page ``i`` links to pages ``i+1``, ``2i``
 and ``3i`` of its own origin (when they exist) and to page ``i`` of the next origin, so every
@@ -7,10 +7,27 @@ page is reachable from every seed and links cross origins. ``robots.txt`` allows
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.sink_cassandra import connect, create_schema
 from tests.httpserver import RecordingServer, html, text
+from topology import admin
+from topology.settings import Settings, load_settings
 
 
 def page_path(i: int) -> str:
@@ -26,7 +43,8 @@ def build_routes(servers: list[RecordingServer], pages: int) -> None:
             own = sorted({j for j in (i + 1, 2 * i, 3 * i) if 0 < j < pages and j != i})
             links = [f'<a href="{page_path(j)}">p{j}</a>' for j in own]
             links.append(f'<a href="{nxt.url(page_path(i))}">next origin</a>')
-            body = f"<html><head><title>o{k} p{i}</title></head><body>{''.join(links)}</body></html>"
+            title = f"<title>o{k} p{i}</title>"
+            body = f"<html><head>{title}</head><body>{''.join(links)}</body></html>"
             srv.routes[page_path(i)] = html(body)
 
 
@@ -42,3 +60,149 @@ def serve_site(origins: int = 3, pages: int = 100) -> Iterator[list[RecordingSer
 def page_requests(srv: RecordingServer) -> list[str]:
     """Requested paths other than robots.txt."""
     return [p for p in srv.paths() if p != "/robots.txt"]
+
+
+# -- worker harness: services, topics/keyspace, worker subprocesses, Cassandra reads ------------
+
+ROOT = Path(__file__).resolve().parents[2]
+STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
+
+
+def service_env() -> dict[str, str]:
+    """Kafka/Cassandra endpoints from the environment, else from ``.services/env``; skips the
+    test when there are none (``scripts/services.sh start`` provides them)."""
+    found = {k: os.environ[k] for k in ("STREAMCRAWL_KAFKA_BOOTSTRAP",
+                                          "STREAMCRAWL_CASSANDRA_HOSTS") if k in os.environ}
+    env_file = ROOT / ".services" / "env"
+    if len(found) < 2 and env_file.exists():
+        for line in env_file.read_text().splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            found.setdefault(key.strip(), value.strip().strip("'\""))
+    if "STREAMCRAWL_KAFKA_BOOTSTRAP" not in found or "STREAMCRAWL_CASSANDRA_HOSTS" not in found:
+        pytest.skip("no Kafka/Cassandra: run scripts/services.sh start")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Cluster:
+    """Unique topics + keyspace for one test, and the worker processes it started."""
+
+    env: dict[str, str]
+    tmp: Path
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _cassandra: Any = None
+
+    @classmethod
+    def create(cls, tmp: Path, partitions: int) -> Cluster:
+        tag = uuid.uuid4().hex[:10]
+        env = {**service_env(), "STREAMCRAWL_TOPIC_PREFIX": f"topo-{tag}",
+               "STREAMCRAWL_CASSANDRA_KEYSPACE": f"topo_{tag}",
+               "STREAMCRAWL_PARTITIONS": str(partitions), "STREAMCRAWL_LOG_LEVEL": "INFO"}
+        cluster = cls(env, tmp)
+        admin.create_topics(cluster.settings())
+        create_schema(cluster.settings())
+        return cluster
+
+    def settings(self, **over: Any) -> Settings:
+        names = {k.removeprefix("STREAMCRAWL_").lower(): v for k, v in self.env.items()}
+        return load_settings(**{**names, **over})
+
+    def start_worker(self, name: str, **env: str) -> Worker:
+        port = free_port()
+        wenv = {**os.environ, **self.env, "STREAMCRAWL_STATE_DIR": str(self.tmp / name),
+                "STREAMCRAWL_WEB_PORT": str(port), **env}
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (closed by stop_all)
+        proc = subprocess.Popen([STREAMCRAWL, "worker"], env=wenv, stdout=log, stderr=log)
+        self.workers.append(proc)
+        return Worker(name, proc, port, self.tmp / f"{name}.log")
+
+    def seed(self, urls: list[str], crawl_id: str, *flags: str) -> None:
+        subprocess.run([STREAMCRAWL, "seed", *urls, "--crawl-id", crawl_id, *flags],
+                       env={**os.environ, **self.env}, check=True, capture_output=True,
+                       timeout=60)
+
+    def stop_all(self) -> None:
+        if self._cassandra is not None:
+            self._cassandra[0].shutdown()
+            self._cassandra = None
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(30)
+
+    def session(self) -> Any:
+        """One Cassandra session for the test (a connect per poll would steal the GIL from the
+        recording servers' thread and blur their request timestamps)."""
+        if self._cassandra is None:
+            self._cassandra = connect(self.settings())
+        return self._cassandra[1]
+
+    def query(self, cql: str) -> list[Any]:
+        ks = self.env["STREAMCRAWL_CASSANDRA_KEYSPACE"]
+        return list(self.session().execute(cql.replace("{ks}", ks)))
+
+    def rows(self, table: str) -> list[tuple[Any, ...]]:
+        """Every row of a sink table (the keyspace is this test's alone), sorted."""
+        return sorted(tuple(r) for r in self.query(f"SELECT * FROM {{ks}}.{table}"))
+
+    def states(self) -> dict[str, str]:
+        """URL -> terminal state, from ``url_status``."""
+        return {r.url: r.state for r in self.query("SELECT url, state FROM {ks}.url_status")}
+
+    def wait_states(self, expected: int, timeout: float) -> dict[str, str]:
+        """Poll until ``expected`` URLs have a terminal state (+2 s to settle); fails on timeout."""
+        deadline = time.monotonic() + timeout
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            for proc in self.workers:
+                assert proc.poll() in (None, -9, 0), f"a worker exited with {proc.returncode}"
+            states = self.states()
+            if len(states) >= expected:
+                time.sleep(2.0)
+                return self.states()
+            time.sleep(2.0)
+        raise AssertionError(f"only {len(states)}/{expected} URLs reached a terminal state")
+
+
+@dataclass
+class Worker:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError:
+            return 0, ""
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"{self.name} exited: see {self.log}"
+            if self.get("/readyz")[0] == 200:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{self.name} not ready after {timeout} s: see {self.log}")
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of ``name`` whose labels include ``labels``."""
+        _, text = self.get("/metrics")
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v
+                                               for k, v in labels.items()):
+                    total += sample.value
+        return total

@@ -86,7 +86,9 @@ def test_write_order_queues_before_marking_seen_and_deletes_last() -> None:
 
 
 def test_write_order_is_stable_within_a_namespace() -> None:
-    changes: dict[bytes, bytes | None] = {SEEN + b"1": b"", PENDING + b"2": b"", PENDING + b"1": b""}
+    changes: dict[bytes, bytes | None] = {
+        SEEN + b"1": b"", PENDING + b"2": b"", PENDING + b"1": b""
+    }
     assert [k for k, _ in write_order(changes)] == [PENDING + b"2", PENDING + b"1", SEEN + b"1"]
 
 
