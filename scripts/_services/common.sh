@@ -1,0 +1,31 @@
+# Shared helpers for scripts/services.sh, scripts/test.sh and .ci/run (sourced, not executed).
+
+# The python used for readiness probes and tests: $PYTHON, else the active venv's, else python3.
+default_python() {
+    if [[ -n ${PYTHON:-} ]]; then
+        echo "$PYTHON"
+    elif [[ -n ${VIRTUAL_ENV:-} && -x $VIRTUAL_ENV/bin/python ]]; then
+        echo "$VIRTUAL_ENV/bin/python"
+    else
+        echo python3
+    fi
+}
+
+# Major version of a java binary ("17"), or nothing.
+java_major() {
+    "$1" -version 2>&1 | sed -n -E '1s/.*version "(1\.)?([0-9]+).*/\2/p'
+}
+
+# Path of a Java 17 binary: $JAVA_HOME, then PATH, then Debian's /usr/lib/jvm. Kafka 4 brokers
+# need Java 17+, Cassandra 5.0 runs on 11 or 17 only, so 17 is the one both accept.
+find_java17() {
+    local candidate
+    for candidate in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} "$(command -v java || true)" \
+        /usr/lib/jvm/java-17-openjdk-*/bin/java /usr/lib/jvm/*17*/bin/java; do
+        if [[ -n $candidate && -x $candidate && $(java_major "$candidate") == 17 ]]; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
