@@ -84,6 +84,11 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         producer_max_request_size=settings.max_message_bytes,
         consumer_max_fetch_size=settings.max_message_bytes,
         broker_commit_interval=1.0,
+        # A worker killed -9 hands its partitions over after this (Faust's default is 60 s);
+        # the rebalance timeout leaves room for REVOKE_GRACE of in-flight requests.
+        broker_session_timeout=15.0,
+        broker_heartbeat_interval=3.0,
+        broker_rebalance_timeout=40.0,
         autodiscover=False,
     )
     metrics = Metrics()
