@@ -73,6 +73,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--base-port", type=int, default=20000)
     ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
     ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))
+    ap.add_argument(
+        "--report-from", metavar="JSON", help="only rewrite --md/--png from a bench/results file"
+    )
     a = ap.parse_args(argv)
     if a.quick:
         a.origins, a.pages, a.runs, a.no_profile = 4, 250, 1, True
@@ -91,18 +94,31 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from bench import report, suite  # imports psutil: only inside the benchmark venv
 
+    if args.report_from:
+        results = json.loads(Path(args.report_from).read_text())
+        report.write(results, Path(args.md), Path(args.png))
+        print(f"wrote {args.md} and {args.png} from {args.report_from}")
+        return
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    results: dict = {"args": {k: v for k, v in vars(args).items()}, "env": suite.environment()}
+    results: dict = {"args": dict(vars(args)), "env": suite.environment(), "elapsed_s": 0.0}
+    raw = REPO / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S.json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
+
+    def checkpoint() -> None:  # a run stopped half-way keeps what it measured
+        results["elapsed_s"] = time.time() - t0
+        raw.write_text(json.dumps(results, indent=1, default=str))
 
     site = suite.ensure_site(workdir, args.origins, args.pages, args.base_port)
     results["main"] = suite.compare(site, args.only, args.runs, workdir / "main", args)
+    checkpoint()
     if not args.no_politeness:
         psite = suite.ensure_site(
             workdir, args.politeness_origins, args.politeness_pages, args.base_port + 1000
         )
         results["politeness"] = suite.politeness(psite, args.only, workdir / "politeness", args)
+        checkpoint()
     if args.memory:
         budgets = [int(b) for b in args.memory_budgets.split(",")]
         per_origin = 1000
@@ -110,13 +126,10 @@ def main(argv: list[str] | None = None) -> None:
             workdir, -(-int(max(budgets) * 1.25) // per_origin), per_origin, args.base_port + 2000
         )
         results["memory"] = suite.memory(msite, args.only, budgets, workdir / "memory", args)
+        checkpoint()
     if not args.no_profile:
         results["profiles"] = suite.profiles(site, args.only, workdir / "profiles", args)
-    results["elapsed_s"] = time.time() - t0
-
-    raw = REPO / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S.json")
-    raw.parent.mkdir(parents=True, exist_ok=True)
-    raw.write_text(json.dumps(results, indent=1, default=str))
+    checkpoint()
     report.write(results, Path(args.md), Path(args.png))
     print(f"wrote {args.md}, {args.png} and {raw} in {results['elapsed_s']:.0f} s")
 
