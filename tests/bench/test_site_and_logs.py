@@ -229,3 +229,52 @@ def test_nginx_config_has_one_server_per_origin_and_the_log_fields(
     ):
         assert field in conf
     assert "daemon off;" in conf and f"pid {tmp_path}/nginx.pid;" in conf
+
+
+def test_report_shows_not_run_rather_than_zeros() -> None:
+    from bench.report import main_section
+
+    run = {
+        "pages": 100,
+        "wall_s": 2.0,
+        "span_s": 1.8,
+        "cpu_s": 1.0,
+        "ms_cpu_per_page": 10.0,
+        "peak_rss_mb": 50.0,
+        "requests": 101,
+        "missed": 0,
+        "duplicates": 1,
+        "robots_duplicates": 0,
+        "private_fetched": 0,
+        "unexpected": 0,
+    }
+    median = {
+        **run,
+        "pages_per_s": 50.0,
+        "pages_per_cpu_s": 100.0,
+        "nginx_cpu_s": 0.1,
+        "kafka_cpu_s": None,
+        "cassandra_cpu_s": None,
+        "other_cpu_s": 0.0,
+        "private_fetched_max": 0,
+    }
+    main = {
+        "_site": {"origins": 1, "pages": 100, "expected": 100, "links_per_page": 30},
+        "scrapy": {"label": "Scrapy", "status": "ok", "runs": [run], "median": median},
+        "embedded": {
+            "label": "embedded",
+            "status": "not run",
+            "reason": "streamcrawl not installed",
+            "runs": [],
+        },
+        "kafka-1": {
+            "label": "kafka",
+            "status": "not run",
+            "reason": "NotImplementedError",
+            "runs": [],
+        },
+    }
+    text = "\n".join(main_section(main))
+    assert "| embedded | **not run**: streamcrawl not installed |" in text
+    assert "| kafka | >= 3x Scrapy's pages per CPU-second | - | not measured |" in text
+    assert "| Scrapy | 1 | 100 / 100 | 2.0 | 50.0 | 1.0 | 10.00 | 100.0 | 1.00 |" in text
