@@ -304,6 +304,8 @@ def memory_section(mem: dict) -> list[str]:
 
 def profile_section(profiles: dict) -> list[str]:
     lines = ["## Where the CPU goes (py-spy, 100 Hz, one extra run each, not timed)", ""]
+    if profiles.get("_note"):  # e.g. profiles taken from another run of the harness
+        lines += [profiles["_note"], ""]
     for _, p in _entries(profiles):
         if p["status"] != "ok":
             lines += [f"**{p['label']}**: {p['status']}: {p.get('reason', '')}", ""]
