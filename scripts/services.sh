@@ -81,6 +81,7 @@ resolve_jars() {  # name pom-file dest -Dversion...
     tmp=$(mktemp -d "$JARS/.$name.XXXXXX")
     cp "$pom" "$tmp/pom.xml"
     say "$name: resolving jars with mvn into $dest (once per version)"
+    local t0=$SECONDS
     # shellcheck disable=SC2086  # STREAMCRAWL_MVN_ARGS is a list of words
     if ! (cd "$tmp" && mvn -B -q ${STREAMCRAWL_MVN_ARGS:-} "$@" \
         org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
@@ -89,6 +90,7 @@ resolve_jars() {  # name pom-file dest -Dversion...
         rm -rf "$tmp"
         die "$name: mvn could not resolve the jars (last lines of its output above)"
     fi
+    say "$name: jars resolved in $((SECONDS - t0))s"
     touch "$tmp/jars/.complete"
     # Another start may have won the race: keep its copy.
     mv -T "$tmp/jars" "$dest" 2>/dev/null || true
