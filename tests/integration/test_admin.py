@@ -144,9 +144,10 @@ def test_create_schema_twice(cassandra_hosts: str, cassandra_keyspace: str) -> N
 @pytest.mark.integration
 def test_bad_replication_is_a_config_error(cassandra_hosts: str, cassandra_keyspace: str) -> None:
     settings = load_settings(
-        cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace,
+        cassandra_hosts=cassandra_hosts,
+        cassandra_keyspace=cassandra_keyspace + "_new",  # the fixture's keyspace already exists
         cassandra_replication="{'class': 'NoSuchStrategy'}",
-    )  # fmt: skip
+    )
     with pytest.raises(ConfigError, match="STREAMCRAWL_CASSANDRA_REPLICATION"):
         create_schema(settings)
 
