@@ -90,9 +90,7 @@ class Services:
                 self.endpoints[name] = os.environ[ENV_VARS[name]]
                 missing.discard(name)
         if missing and docker_available() and testcontainers_available():
-            for name in sorted(missing):
-                self._start_container(name)
-            missing.clear()
+            missing = {name for name in sorted(missing) if not self._start_container(name)}
         if missing:
             self._start_local(missing)
 
@@ -139,7 +137,8 @@ class Services:
                 self.errors[name] = f"services.sh wrote no {ENV_VARS[name]}"
         self._say(f"ready in {time.monotonic() - started:.0f}s: {self._describe(names)}")
 
-    def _start_container(self, name: str) -> None:
+    def _start_container(self, name: str) -> bool:
+        """Start ``name`` with testcontainers; False (and a note) if that fails."""
         try:
             if name == "kafka":
                 from testcontainers.kafka import KafkaContainer
@@ -159,7 +158,9 @@ class Services:
                 host, port = container.get_container_host_ip(), container.get_exposed_port(9042)
                 self.endpoints[name] = f"{host}:{port}"
         except Exception as exc:
-            self.errors[name] = f"testcontainers could not start {name}: {exc!r}"
+            self._say(f"testcontainers could not start {name} ({exc!r}); trying services.sh")
+            return False
+        return True
 
     def _fail_all(self, names: set[str], message: str) -> None:
         for name in names:
