@@ -254,6 +254,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_services_key] = Services(config)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # A test that uses a service fixture carries the marker, so `-m "not kafka"` deselects it.
     for item in items:
