@@ -45,6 +45,27 @@ _REFRESH: Final = re.compile(
 )
 _SPACES: Final = re.compile(r"\s+")
 
+# lexbor's tree builder scans the stack of open elements for each block start tag (the "p in
+# button scope" check), so deep nesting costs depth x tags: 200k nested <div> take hours of CPU.
+# Browsers cap the tree depth (Blink: 512); we parse only the part of the page before the
+# nesting passes MAX_DEPTH. Pages with fewer than _DEPTH_CHECK_TAGS "<" cannot be deep enough
+# to matter (worst case a few tens of ms), so the common page pays one str.count.
+MAX_DEPTH: Final = 512
+_DEPTH_CHECK_TAGS: Final = 5000
+# Raw-text elements are skipped whole ("i<n" in a script is not a tag); a closing "/" pops.
+_TAG: Final = re.compile(
+    r"<(?:(script|style|textarea|xmp|title)\b.*?</\1\s*>|(/?)([A-Za-z][A-Za-z0-9-]{0,40}))",
+    re.IGNORECASE | re.DOTALL,
+)
+# Elements that never deepen the tree when left open: void elements, and those that a new
+# sibling closes (p, li, td...) or that cannot nest (a, form, button...).
+_FLAT_NAMES: Final = (
+    "area base br col embed hr img input link meta param source track wbr keygen html head body"
+    " a button form nobr select option optgroup p li dd dt rb rp rt rtc tr td th thead tbody"
+    " tfoot caption colgroup h1 h2 h3 h4 h5 h6 script style textarea xmp title"
+)
+_FLAT: Final = frozenset(_FLAT_NAMES.split())
+
 
 class Link(NamedTuple):
     """One outgoing link: the raw, stripped attribute value, and whether it is nofollow."""
@@ -155,14 +176,35 @@ class _Collector:
         )
 
 
+def _cut_at_max_depth(html: str) -> str:
+    """``html`` up to where its open-element nesting would pass ``MAX_DEPTH`` (approximate)."""
+    if html.count("<") < _DEPTH_CHECK_TAGS:
+        return html
+    depth = 0
+    for match in _TAG.finditer(html):
+        name = match.group(3)
+        if name is None or name.lower() in _FLAT:
+            continue
+        if match.group(2):
+            depth -= depth > 0
+            continue
+        depth += 1
+        if depth > MAX_DEPTH:
+            log.info("HTML nested deeper than %d; the rest of the page is ignored", MAX_DEPTH)
+            return html[: match.start()]
+    return html
+
+
 def parse_html(html: str, url: str, *, product_token: str = "streamcrawl") -> ParsedPage:
     """Parse ``html`` fetched from ``url``; never raises (see the module docstring).
 
     ``product_token`` is our robots product token: ``<meta name="streamcrawl">`` applies to us
-    like ``<meta name="robots">``.
+    like ``<meta name="robots">``. A page nested deeper than ``MAX_DEPTH`` is parsed only up to
+    that point (hostile markup; lexbor's cost grows with depth times tags).
     """
     collector = _Collector(url, product_token.lower())
     try:
+        html = _cut_at_max_depth(html)
         try:
             tree = LexborHTMLParser(html, options=_OPTIONS)
         except UnicodeEncodeError:  # lone surrogates cannot be encoded to UTF-8 for lexbor

@@ -104,7 +104,8 @@ def compressed(
     encoders: dict[str, Callable[[bytes], bytes]] = {
         "gzip": gzip.compress,
         "deflate": zlib.compress,
-        "br": brotli.compress,
+        # Quality 4: the default (11) takes seconds on a multi-megabyte bomb.
+        "br": lambda data: brotli.compress(data, quality=4),
     }
     return Reply(
         headers={"Content-Type": content_type, "Content-Encoding": encoding},

@@ -1,0 +1,230 @@
+"""Link and directive extraction from HTML, including hostile markup."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.parse import MAX_TITLE_CHARS, Link, ParsedPage, parse_html
+
+URL = "https://example.com/dir/page.html"
+
+
+def hrefs(html: str) -> list[str]:
+    return [link.href for link in parse_html(html, URL).links]
+
+
+def test_full_page() -> None:
+    page = parse_html(
+        """<!doctype html><html><head>
+        <title>  Hello
+           World </title>
+        <base href="/base/">
+        <link rel="canonical" href=" https://example.com/c ">
+        <link rel="stylesheet" href="/s.css"><link rel="icon" href="/i.ico">
+        <meta name="robots" content="noindex">
+        </head><body>
+        <a href="/a">a</a> <a href="b" rel="nofollow">b</a>
+        <map><area href="/area" alt=""></map>
+        </body></html>""",
+        URL,
+    )
+    assert page == ParsedPage(
+        title="Hello World",
+        base="https://example.com/base/",
+        links=[Link("/a", False), Link("b", True), Link("/area", False)],
+        canonical="https://example.com/c",
+        meta_robots=frozenset({"noindex"}),
+        meta_refresh=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        ("<a href=' /x '>", ["/x"]),  # stripped
+        ("<a href=''><a href='   '><a>", []),  # empty and missing
+        ("<a href='#top'><a href='/p#top'>", ["/p#top"]),  # bare fragments are this page
+        ("<a href=/1><a href=/2><a href=/1>", ["/1", "/2"]),  # dedup, first position wins
+        ("<a href='javascript:void(0)'>", ["javascript:void(0)"]),  # the canonicalizer's job
+        ("<link rel=next href=/n><link rel=prev href=/p><link rel=previous href=/pp>", None),
+        ("<link rel=alternate hreflang=de href=/de>", ["/de"]),
+        ("<link rel=alternate type='application/rss+xml' href=/feed>", []),
+        ("<link rel=alternate type='text/html' href=/alt>", ["/alt"]),
+        ("<link rel='alternate stylesheet' href=/alt.css>", []),
+        ("<link rel=preload href=/font.woff2><link rel=manifest href=/m.json>", []),
+        ("<img src=/i.png><script src=/s.js></script><iframe src=/f>", []),
+    ],
+)
+def test_which_links(html: str, expected: list[str] | None) -> None:
+    got = hrefs(html)
+    assert got == (expected if expected is not None else ["/n", "/p", "/pp"])
+
+
+@pytest.mark.parametrize(
+    ("html", "nofollow"),
+    [
+        ("<a href=/x rel=nofollow>", True),
+        ("<a href=/x rel='NoFollow noopener'>", True),
+        ("<a href=/x rel='ugc'>", False),  # ugc/sponsored are ranking hints, not nofollow
+        ("<a href=/x rel='sponsored'>", False),
+        ("<a href=/x rel=nofollow><a href=/x>", False),  # one followable occurrence is enough
+        ("<a href=/x rel=nofollow><a href=/x rel=nofollow>", True),
+    ],
+)
+def test_nofollow(html: str, nofollow: bool) -> None:
+    assert parse_html(html, URL).links == [Link("/x", nofollow)]
+
+
+@pytest.mark.parametrize(
+    ("html", "base"),
+    [
+        ("<base href='https://cdn.example.org/x/'>", "https://cdn.example.org/x/"),
+        ("<base href='../up/'>", "https://example.com/up/"),
+        ("<base href='javascript:alert(1)'>", URL),  # not http(s): ignored
+        ("<base href='http://[bad'>", URL),
+        ("<base target=_blank><base href=/second/>", "https://example.com/second/"),
+        ("<base href=/first/><base href=/second/>", "https://example.com/first/"),
+        ("", URL),
+    ],
+)
+def test_base(html: str, base: str) -> None:
+    assert parse_html(html, URL).base == base
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        ("<meta name=robots content='noindex, nofollow'>", {"noindex", "nofollow"}),
+        ("<meta name=ROBOTS content='NONE'>", {"none", "noindex", "nofollow"}),
+        ("<meta name=streamcrawl content='nofollow'>", {"nofollow"}),
+        ("<meta name=googlebot content='noindex'>", set()),
+        ("<meta name=robots content=noindex><meta name=streamcrawl content=nofollow>", None),
+        ("<meta name=robots>", set()),
+    ],
+)
+def test_meta_robots(html: str, expected: set[str] | None) -> None:
+    want = expected if expected is not None else {"noindex", "nofollow"}
+    assert parse_html(html, URL).meta_robots == want
+
+
+def test_meta_robots_custom_token() -> None:
+    page = parse_html("<meta name=mybot content=noindex>", URL, product_token="MyBot")
+    assert page.meta_robots == {"noindex"}
+
+
+@pytest.mark.parametrize(
+    ("content", "url"),
+    [
+        ("5; url=/next", "/next"),
+        ("0;URL='/quoted' ", "/quoted"),
+        ("3;url=http://e.com/x", "http://e.com/x"),
+        ("2, /comma", "/comma"),
+        ("0; /bare", "/bare"),
+        ("10", None),
+        ("", None),
+    ],
+)
+def test_meta_refresh(content: str, url: str | None) -> None:
+    page = parse_html(f'<meta http-equiv="Refresh" content="{content}">', URL)
+    assert page.meta_refresh == url
+    assert [link.href for link in page.links] == ([url] if url else [])
+
+
+def test_title_variants() -> None:
+    assert parse_html("<p>no title", URL).title is None
+    assert parse_html("<title>   </title>", URL).title is None
+    assert parse_html("<title>a &amp; b</title><title>second</title>", URL).title == "a & b"
+    assert parse_html("<title>" + "x" * 10_000, URL).title == "x" * MAX_TITLE_CHARS
+
+
+# --- hostile input -----------------------------------------------------------------------
+
+
+def test_nul_bytes_and_surrogates() -> None:
+    assert hrefs("\x00<a href='/a\x00b'>\x00") == ["/a\ufffdb"]
+    assert hrefs("\ud800<a href=/s>") == ["/s"]
+
+
+def test_deep_nesting_is_cut_not_quadratic() -> None:
+    html = "<a href=/first>" + "<div>" * 200_000 + "<a href=/deep>" + "</div>" * 10
+    t0 = time.process_time()
+    assert hrefs(html) == ["/first"]  # beyond MAX_DEPTH the page is not read
+    assert time.process_time() - t0 < 2.0
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        # Deep span nesting makes every later block start tag scan the whole stack.
+        "<span>" * 50_000 + "<div></div>" * 50_000 + "<a href=/end>",
+        "<section><b>" * 50_000 + "<a href=/end>",
+    ],
+)
+def test_other_deep_shapes_are_cut(html: str) -> None:
+    t0 = time.process_time()
+    assert "/end" not in hrefs(html)
+    assert time.process_time() - t0 < 2.0
+
+
+def test_big_shallow_page_is_not_cut() -> None:
+    item = "<div class=item><p>text<li>x<a href=/i{}>i</a><img src=/x.png><br></div>"
+    script = "<script>for (var i=0;i<n;i++){if(a<b&&c<d){}}</script>"
+    html = (
+        "<html><body>"
+        + "<div>" * 100
+        + script * 2000
+        + "".join(item.format(i) for i in range(5000))
+        + "<p>unclosed" * 3000
+        + "<a href=/last>"
+    )
+    got = hrefs(html)
+    assert len(got) == 5001 and got[-1] == "/last"
+
+
+def test_unclosed_and_broken_markup() -> None:
+    html = "<a href=/1 <a href=/2><title>t<a href='/3><p><<>>><a href=/4 rel=nofollow"
+    page = parse_html(html, URL)
+    assert isinstance(page.links, list)
+
+
+def test_ten_megabytes_of_garbage() -> None:
+    garbage = os.urandom(10 * 1024 * 1024).decode("latin-1")
+    t0 = time.process_time()
+    assert isinstance(parse_html(garbage + "<a href=/end>", URL).links, list)
+    assert time.process_time() - t0 < 5
+    text = garbage.replace("<", " ").replace("&", " ")
+    assert hrefs(text + "<a href=/end>") == ["/end"]
+
+
+def test_many_links_are_kept() -> None:
+    html = "".join(f"<a href=/{i}>" for i in range(20_000))
+    assert len(hrefs(html)) == 20_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=3000))
+def test_any_text_never_raises(html: str) -> None:
+    page = parse_html(html, URL)
+    assert page.base.startswith("http")
+
+
+TAGS = st.sampled_from(["a", "area", "link", "meta", "base", "title", "div", "svg", "template"])
+ATTRS = st.sampled_from(["href", "rel", "name", "content", "http-equiv", "type"])
+VALUES = st.sampled_from(
+    ["", "/x", "nofollow", "robots", "refresh", "0;url=/r", "alternate", "#", "http://[x"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(TAGS, st.lists(st.tuples(ATTRS, VALUES), max_size=3)), max_size=30))
+def test_any_tag_soup_never_raises(nodes: list[tuple[str, list[tuple[str, str]]]]) -> None:
+    html = "".join(
+        f"<{tag} " + " ".join(f'{k}="{v}"' for k, v in attrs) + ">" for tag, attrs in nodes
+    )
+    page = parse_html(html, URL)
+    assert len({link.href for link in page.links}) == len(page.links)
