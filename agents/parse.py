@@ -134,8 +134,9 @@ class _Collector:
     def visit(self, node: LexborNode) -> None:
         tag = node.tag
         attrs = node.attributes
-        if tag == "a" or tag == "area":
-            self.add_link(attrs.get("href"), "nofollow" in _rel(attrs))
+        if tag == "a" or tag == "area":  # the hot path: most nodes are anchors
+            rel = attrs.get("rel")
+            self.add_link(attrs.get("href"), rel is not None and "nofollow" in _rel(attrs))
         elif tag == "link":
             self._link(attrs)
         elif tag == "meta":
