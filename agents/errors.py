@@ -16,7 +16,7 @@ class InvalidURL(CrawlError):
 
 
 class FetchError(CrawlError):
-    """A fetch attempt failed. ``error_class`` is the short name recorded as the URL's last error."""
+    """A fetch attempt failed; ``error_class`` is the short name recorded as the last error."""
 
     error_class = "fetch_error"
 

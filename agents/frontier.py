@@ -69,7 +69,10 @@ def admitted_count(store: Store | Changes, crawl_id: str) -> int:
 
 
 def queued_entries(
-    store: Store | Changes, state: OriginState, limit: int, skip: set[int] | frozenset[int] = frozenset()
+    store: Store | Changes,
+    state: OriginState,
+    limit: int,
+    skip: set[int] | frozenset[int] = frozenset(),
 ) -> list[tuple[int, QueueEntry]]:
     """Up to ``limit`` entries from the head of the origin's queue, skipping seqs in ``skip``."""
     found: list[tuple[int, QueueEntry]] = []
@@ -192,9 +195,14 @@ class Frontier:
         policy = rules.policy
         self._time(st, outcome, rules)
         if outcome.state == RETRY and entry.attempts + 1 <= policy.retries:
-            ch.put(key, _encode(msgspec.structs.replace(
-                entry, attempts=entry.attempts + 1, last_error=outcome.error
-            )))
+            ch.put(
+                key,
+                _encode(
+                    msgspec.structs.replace(
+                        entry, attempts=entry.attempts + 1, last_error=outcome.error
+                    )
+                ),
+            )
             if not outcome.backoff:  # still wait before the retry: exponential with jitter
                 wait = min(policy.max_backoff, max(policy.delay, 0.5) * 2**entry.attempts)
                 st.next_fetch_at = max(st.next_fetch_at, outcome.finished_at + wait)

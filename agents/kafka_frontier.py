@@ -52,6 +52,15 @@ class SchedulerHook(Protocol):
 
     def applied(self, origin: str, seq: int, state: OriginState) -> None: ...
 
+    def caught_up(self, partition: int, token: bytes) -> None: ...
+
+
+# A catch-up marker on ``outcomes``: sent by a worker to a partition it was just assigned; when
+# its own frontier agent reads it back, every outcome published before the assignment has been
+# applied (Kafka keeps a partition's order), so the queue heads are exact and dispatching the
+# partition's origins refetches nothing whose outcome was already on its way.
+MARKER = b"\x00streamcrawl-catch-up:"
+
 
 @dataclass(frozen=True)
 class Where:
@@ -97,6 +106,9 @@ class FrontierAgent:
     async def handle(self, where: Where, value: bytes | None) -> None:
         """Apply one event. Never raises for bad input; Kafka errors propagate (no commit)."""
         short = where.topic.rpartition(".")[2]
+        if value is not None and value.startswith(MARKER):
+            self.hook.caught_up(where.partition, value[len(MARKER) :])
+            return
         try:
             record = decode(short, value if value is not None else b"")
         except BadMessage as exc:

@@ -19,7 +19,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -27,7 +28,7 @@ from mode import Service
 
 from agents.fetch import make_session
 from agents.kafka_control import SharedView
-from agents.kafka_frontier import Publisher
+from agents.kafka_frontier import MARKER, Publisher
 from agents.kafka_state import TableStore, partition_for
 from agents.metrics import Metrics
 from agents.pipeline import Report, Stages
@@ -52,6 +53,7 @@ class FetchService(Service):
         store: TableStore,
         view: SharedView,
         publish: Publisher,
+        mark: Callable[[int, bytes], Awaitable[None]],
         metrics: Metrics,
         partitions: int,
         concurrency: int,
@@ -63,6 +65,8 @@ class FetchService(Service):
         self.store = store
         self.view = view
         self.publish = publish
+        self.mark = mark  # sends a value to one partition of ``outcomes``
+        self._gated: dict[int, bytes] = {}  # owned partitions waiting for their marker
         self.metrics = metrics
         self.partitions = partitions
         self.concurrency = concurrency
@@ -78,31 +82,60 @@ class FetchService(Service):
         self._stages: Stages | None = None
 
     # -- called by the frontier agent (same event loop) -----------------------------------------
+    def _active(self, origin: str) -> bool:
+        p = partition_for(origin, self.partitions)
+        return p in self.owned and p not in self._gated
+
     def admitted(self, state: OriginState) -> None:
         """URLs were queued for ``state.origin`` (an origin of a partition we own)."""
-        if partition_for(state.origin, self.partitions) in self.owned:
+        if self._active(state.origin):
             self._queued[state.origin] = state.tail - state.head
             self.scheduler.track(state)
             self._wake.set()
 
     def applied(self, origin: str, seq: int, state: OriginState) -> None:
         """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
-        if partition_for(origin, self.partitions) in self.owned:
+        if self._active(origin):
             self._queued[origin] = state.tail - state.head
             self.scheduler.done(origin, seq, state)
             self._wake.set()
 
     # -- ownership ------------------------------------------------------------------------------
     def rebuild(self, partitions: set[int]) -> None:
-        """Index the origins with queued URLs of newly owned ``partitions`` (tables recovered).
+        """Take ownership of ``partitions`` (tables recovered): for each newly owned one, send a
+        catch-up marker to its ``outcomes`` partition; its origins are indexed when the marker
+        comes back (``caught_up``), i.e. once the outcomes already in flight were applied.
+        """
+        new = partitions - self.owned
+        self.owned = set(partitions)
+        for p in new:
+            token = uuid.uuid4().hex.encode()
+            self._gated[p] = token
+            self.add_future(self._send_marker(p, token))
+
+    async def _send_marker(self, partition: int, token: bytes) -> None:
+        try:
+            await self.mark(partition, MARKER + token)
+        except Exception:  # the partition stays gated; a later rebalance sends a new marker
+            log.exception(
+                "cannot send the catch-up marker to partition %s",
+                partition,
+                extra={"partition": partition},
+            )
+
+    def caught_up(self, partition: int, token: bytes) -> None:
+        """Our marker came back through the frontier agent: index the partition's origins."""
+        if self._gated.get(partition) != token:
+            return  # another worker's marker, or one from an earlier assignment
+        del self._gated[partition]
+        self._index({partition})
+
+    def _index(self, new: set[int]) -> None:
+        """Index the origins with queued URLs of ``new`` partitions.
 
         Each is treated as fetched now unless its state says later: the previous owner may
         have started a request just before the rebalance.
         """
-        new = partitions - self.owned
-        self.owned = set(partitions)
-        if not new:
-            return
         now, count = time.time(), 0
         for _, raw in self.store.scan(ORIGINS):
             state = _decode_origin(raw)
@@ -110,14 +143,20 @@ class FetchService(Service):
                 self._queued[state.origin] = state.tail - state.head
                 self.scheduler.track(state, assumed_start=now)
                 count += 1
-        log.info("indexed %d origins of partitions %s", count, sorted(new),
-                 extra={"partition": sorted(new)})
+        log.info(
+            "indexed %d origins of partitions %s",
+            count,
+            sorted(new),
+            extra={"partition": sorted(new)},
+        )
         self._wake.set()
 
     async def revoke(self, partitions: set[int]) -> None:
         """Stop dispatching the origins of ``partitions``; finish or abandon their requests."""
         gone = partitions & self.owned
         self.owned -= gone
+        for p in gone:
+            self._gated.pop(p, None)
         for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
             self.scheduler.forget(origin)
         for origin in [o for o in self._queued if self._owner(o) in gone]:
@@ -188,8 +227,9 @@ class FetchService(Service):
         wake = asyncio.ensure_future(self._wake.wait())
         waiters.add(wake)
         try:
-            done, _ = await asyncio.wait(waiters, timeout=timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             wake.cancel()
         for task in done:
@@ -217,6 +257,12 @@ class FetchService(Service):
         except Exception:
             log.exception("cannot publish the report of %s", report.outcome.url, extra=where)
             return None
+        outcome = report.outcome
+        if outcome.kind == "page" and not outcome.backoff and outcome.state != "retry":
+            # Free the slot now, not when the frontier has applied the outcome: that round trip
+            # through Kafka would otherwise be added to every request of the origin.
+            self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
+            self._wake.set()
         return report
 
     async def _publish(self, report: Report) -> None:
@@ -224,11 +270,13 @@ class FetchService(Service):
         leaves its queue, so everything it produced must already be in Kafka."""
         sends = []
         if report.page is not None:
-            sends.append(self.publish("pages", [(report.page.origin.encode(),
-                                                 encode(report.page))]))
+            sends.append(
+                self.publish("pages", [(report.page.origin.encode(), encode(report.page))])
+            )
         if report.batches:
-            sends.append(self.publish("frontier", [(b.origin.encode(), encode(b))
-                                                   for b in report.batches]))
+            sends.append(
+                self.publish("frontier", [(b.origin.encode(), encode(b)) for b in report.batches])
+            )
         if sends:
             await asyncio.gather(*sends)
         outcome = report.outcome
@@ -247,5 +295,6 @@ class FetchService(Service):
             if task in self._inflight:
                 self._reap(task)
         if pending:
-            log.warning("abandoned %d requests in flight (their URLs will be refetched)",
-                        len(pending))
+            log.warning(
+                "abandoned %d requests in flight (their URLs will be refetched)", len(pending)
+            )

@@ -49,9 +49,15 @@ def decode_batch(
             record = decode(short, value if value is not None else b"")
         except BadMessage as exc:
             metrics.bad_messages.labels(short).inc()
-            log.warning("skipping bad %s message at %s/%s@%s: %s", short, topic, partition,
-                        offset, exc,
-                        extra={"topic": topic, "partition": partition, "offset": offset})
+            log.warning(
+                "skipping bad %s message at %s/%s@%s: %s",
+                short,
+                topic,
+                partition,
+                offset,
+                exc,
+                extra={"topic": topic, "partition": partition, "offset": offset},
+            )
             continue
         if isinstance(record, Page):
             pages.append(record)
@@ -73,12 +79,16 @@ async def write_batch(sink: Sink, events: Sequence[Position], metrics: Metrics) 
             await sink.write(pages, statuses)
         except SinkBackpressure as exc:
             metrics.sink_backpressure.inc()
-            log.warning("sink backpressure: retrying %d records in %.1f s",
-                        len(pages) + len(statuses), exc.retry_after)
+            log.warning(
+                "sink backpressure: retrying %d records in %.1f s",
+                len(pages) + len(statuses),
+                exc.retry_after,
+            )
             await asyncio.sleep(exc.retry_after)
         except Exception:
-            log.exception("sink write failed: retrying %d records in %.1f s",
-                          len(pages) + len(statuses), wait)
+            log.exception(
+                "sink write failed: retrying %d records in %.1f s", len(pages) + len(statuses), wait
+            )
             await asyncio.sleep(wait)
             wait = min(MAX_BACKOFF, wait * 2)
         else:

@@ -100,28 +100,47 @@ class Stages:
         try:
             result = await fetch(self.session, entry.url, rules.policy, hop_check=hop_check)
         except FetchRetryable as exc:
-            return Report(self._outcome(
-                d, "retry", started=started, status=exc.status,
-                error=f"{exc.error_class}: {exc}", retry_after=exc.retry_after, backoff=True,
-            ))
+            return Report(
+                self._outcome(
+                    d,
+                    "retry",
+                    started=started,
+                    status=exc.status,
+                    error=f"{exc.error_class}: {exc}",
+                    retry_after=exc.retry_after,
+                    backoff=True,
+                )
+            )
         except FetchPermanent as exc:
-            return Report(self._outcome(
-                d, TerminalState.FAILED, started=started, status=exc.status,
-                error=f"{exc.error_class}: {exc}",
-            ))
+            return Report(
+                self._outcome(
+                    d,
+                    TerminalState.FAILED,
+                    started=started,
+                    status=exc.status,
+                    error=f"{exc.error_class}: {exc}",
+                )
+            )
         final = rules.canonicalizer.try_canonicalize(result.final_url)
         final_url = final.url if final is not None else entry.url
         if result.stopped is not None:
-            report = Report(self._outcome(
-                d, result.stopped, started=result.started_at, status=result.status,
-                final_url=final_url,
-            ))
+            report = Report(
+                self._outcome(
+                    d,
+                    result.stopped,
+                    started=result.started_at,
+                    status=result.status,
+                    final_url=final_url,
+                )
+            )
             if redirect_target:
-                report.batches.append(FrontierBatch(
-                    crawl_id=entry.crawl_id,
-                    origin=rules.canonicalizer.canonicalize(redirect_target[0]).origin,
-                    urls=(UrlRef(redirect_target[0], entry.depth, entry.url),),
-                ))
+                report.batches.append(
+                    FrontierBatch(
+                        crawl_id=entry.crawl_id,
+                        origin=rules.canonicalizer.canonicalize(redirect_target[0]).origin,
+                        urls=(UrlRef(redirect_target[0], entry.depth, entry.url),),
+                    )
+                )
             return report
         return self._parsed(d, result, final_url)
 
@@ -141,7 +160,8 @@ class Stages:
             follow_all = not (policy.honor_nofollow and "nofollow" in directives)
             if follow_all:
                 links = [
-                    link.href for link in parsed.links
+                    link.href
+                    for link in parsed.links
                     if not (link.nofollow and policy.honor_nofollow)
                 ]
             base = parsed.base
@@ -172,7 +192,10 @@ class Stages:
             body=result.text if policy.store_bodies and not noindex else None,
         )
         outcome = self._outcome(
-            d, TerminalState.FETCHED, started=result.started_at, status=result.status,
+            d,
+            TerminalState.FETCHED,
+            started=result.started_at,
+            status=result.status,
             final_url=final_url,
         )
         return Report(outcome, page, batches)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from agents.canonical import CanonicalOptions, Canonicalizer
+from agents.canonical import Canonicalizer, CanonicalOptions
 from agents.robots import RobotsRules, product_token
 from agents.scope import Scope
 from schemas.records import CrawlPolicy, OriginState

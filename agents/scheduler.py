@@ -41,6 +41,9 @@ class Slot:
     """Per-origin politeness: requests in flight and when the last one started."""
 
     in_flight: set[int] = field(default_factory=set)
+    # Fetched, outcome published but not yet applied by the frontier: skipped when choosing
+    # the next entry, but no longer holding a concurrency slot (see ``Scheduler.fetched``).
+    settling: set[int] = field(default_factory=set)
     last_start: float = float("-inf")  # never started
     ready_at: float = 0.0
 
@@ -73,7 +76,8 @@ class Scheduler:
         """(Re)index an origin after its state changed. ``assumed_start`` treats the origin as
         having just been fetched (used when ownership moves here: wait one delay first)."""
         origin = state.origin
-        if state.head >= state.tail and not self.slots.get(origin, Slot()).in_flight:
+        slot = self.slots.get(origin)
+        if state.head >= state.tail and (slot is None or not (slot.in_flight or slot.settling)):
             self._states.pop(origin, None)
             self.slots.pop(origin, None)
             return
@@ -123,11 +127,31 @@ class Scheduler:
             self._push(origin, slot)
         return out
 
+    def fetched(self, origin: str, seq: int, started_at: float) -> None:
+        """The request of a page dispatch ended and its outcome is on its way to the frontier.
+
+        The concurrency slot is free now (the delay still counts from the request's start), so
+        a wiring whose outcomes take a while to be applied (Kafka: a produce and a consume)
+        does not add that round trip to every origin's cycle. The entry stays skipped until
+        ``done``. Outcomes that change the origin's timing (backoff, robots.txt) must not be
+        reported here: their slot stays taken until ``done`` brings the new state.
+        """
+        slot = self.slots.get(origin)
+        if slot is not None and seq in slot.in_flight:
+            slot.in_flight.discard(seq)
+            slot.settling.add(seq)
+            # The request really started a little after its dispatch (event-loop latency):
+            # the delay counts from the real start, as the frontier's next_fetch_at does.
+            slot.last_start = max(slot.last_start, started_at)
+            if origin in self._states:
+                self._push(origin, slot)
+
     def done(self, origin: str, seq: int, state: OriginState | None) -> None:
         """A dispatch ended; ``state`` is the origin's state after its outcome was applied."""
         slot = self.slots.get(origin)
         if slot is not None:
             slot.in_flight.discard(seq)
+            slot.settling.discard(seq)
         if state is not None:
             self.track(state)
         elif slot is not None and origin in self._states:
@@ -154,7 +178,7 @@ class Scheduler:
         for an in-flight dispatch of this origin to end."""
         if ROBOTS_SEQ in slot.in_flight:
             return None
-        entries = queued_entries(self.store, state, 1, skip=slot.in_flight)
+        entries = queued_entries(self.store, state, 1, skip=slot.in_flight | slot.settling)
         if not entries:
             return None
         seq, entry = entries[0]

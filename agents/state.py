@@ -37,7 +37,7 @@ class Store(abc.ABC):
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Every key/value whose key starts with ``prefix``, in key order."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op for stores without resources
         """Release resources; the store is unusable afterwards."""
 
 

@@ -96,7 +96,10 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     def topic(*shorts: str, **kwargs: Any) -> Any:
         return app.topic(
             *(f"{prefix}.{s}" for s in shorts),
-            key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
             **kwargs,
         )
 
@@ -110,6 +113,11 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             await fut
         metrics.messages_sent.labels(short).inc(len(items))
 
+    async def mark(partition: int, value: bytes) -> None:
+        """Send ``value`` to one partition of ``outcomes`` and wait for the ack."""
+        fut = await out["outcomes"].send(key=None, value=value, partition=partition, force=True)
+        await fut
+
     def table(name: str) -> Any:
         # key_type/value_type bytes select the "raw" serializer for the table and changelog.
         return app.Table(name, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -117,12 +125,22 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     store = TableStore(table("seen"), table("pending"), table("origins"))
     view = SharedView(settings, f"{prefix}.control", f"{prefix}.budget", metrics)
     fetcher = FetchService(
-        store=store, view=view, publish=publish, metrics=metrics,
-        partitions=settings.partitions, concurrency=settings.concurrency,
-        max_origins=settings.max_origins_in_memory, halted=lambda: bool(app.should_stop),
+        store=store,
+        view=view,
+        publish=publish,
+        mark=mark,
+        metrics=metrics,
+        partitions=settings.partitions,
+        concurrency=settings.concurrency,
+        max_origins=settings.max_origins_in_memory,
+        halted=lambda: bool(app.should_stop),
     )
     frontier = FrontierAgent(
-        store=store, view=view, publish=publish, hook=fetcher, metrics=metrics,
+        store=store,
+        view=view,
+        publish=publish,
+        hook=fetcher,
+        metrics=metrics,
         partitions=settings.partitions,
     )
     frontier_topic = f"{prefix}.frontier"
@@ -137,8 +155,9 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         _add_sink(app, topic("pages", "status", internal=False), sink, settings, metrics)
 
     def owned() -> set[int]:
-        return {tp.partition for tp in app.assignor.assigned_actives()
-                if tp.topic == frontier_topic}
+        return {
+            tp.partition for tp in app.assignor.assigned_actives() if tp.topic == frontier_topic
+        }
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def on_revoked(_app: Any, revoked: set[TP], **_: Any) -> None:
@@ -163,8 +182,9 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     return app
 
 
-def _add_sink(app: faust.App, source: Any, sink: Sink | None, settings: Settings,
-              metrics: Metrics) -> None:
+def _add_sink(
+    app: faust.App, source: Any, sink: Sink | None, settings: Settings, metrics: Metrics
+) -> None:
     holder: dict[str, Any] = {"sink": sink}
 
     @app.agent(source, name="sink", concurrency=1)
@@ -176,10 +196,14 @@ def _add_sink(app: faust.App, source: Any, sink: Sink | None, settings: Settings
             await cassandra.start()
             holder["sink"] = cassandra
         async for events in stream.noack_take(SINK_BATCH, within=SINK_WITHIN):
-            await write_batch(holder["sink"], [
-                (e.message.topic, e.message.partition, e.message.offset, e.message.value)
-                for e in events
-            ], metrics)
+            await write_batch(
+                holder["sink"],
+                [
+                    (e.message.topic, e.message.partition, e.message.offset, e.message.value)
+                    for e in events
+                ],
+                metrics,
+            )
             for e in events:
                 await stream.ack(e)
 

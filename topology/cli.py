@@ -79,22 +79,88 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crawl-id", type=_crawl_id, help="name of the crawl (resume with the same)")
     p.add_argument("--max-pages", type=_positive_int, help="stop admitting URLs after N")
     p.add_argument("--max-depth", type=_non_negative_int, help="links followed from the seeds")
-    p.add_argument("--delay", type=_seconds, default=1.0, help="seconds between requests to one origin (default 1)")
-    p.add_argument("--per-origin-concurrency", type=_positive_int, default=1, help="requests in flight per origin (default 1)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST", help="also crawl this host (repeatable)")
-    p.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN", help="also crawl this registrable domain and its subdomains")
-    p.add_argument("--include", action="append", default=[], type=_regex, metavar="REGEX", help="only URLs matching (repeatable)")
-    p.add_argument("--exclude", action="append", default=[], type=_regex, metavar="REGEX", help="never URLs matching (repeatable)")
-    p.add_argument("--user-agent", default=DEFAULT_USER_AGENT, help="User-Agent; its product token selects the robots.txt group")
+    p.add_argument(
+        "--delay",
+        type=_seconds,
+        default=1.0,
+        help="seconds between requests to one origin (default 1)",
+    )
+    p.add_argument(
+        "--per-origin-concurrency",
+        type=_positive_int,
+        default=1,
+        help="requests in flight per origin (default 1)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also crawl this host (repeatable)",
+    )
+    p.add_argument(
+        "--allow-domain",
+        action="append",
+        default=[],
+        metavar="DOMAIN",
+        help="also crawl this registrable domain and its subdomains",
+    )
+    p.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        type=_regex,
+        metavar="REGEX",
+        help="only URLs matching (repeatable)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        type=_regex,
+        metavar="REGEX",
+        help="never URLs matching (repeatable)",
+    )
+    p.add_argument(
+        "--user-agent",
+        default=DEFAULT_USER_AGENT,
+        help="User-Agent; its product token selects the robots.txt group",
+    )
     p.add_argument("--ignore-robots", action="store_true", help="do not fetch or obey robots.txt")
-    p.add_argument("--ignore-nofollow", action="store_true", help="follow rel=nofollow and meta/X-Robots-Tag nofollow")
-    p.add_argument("--max-crawl-delay", type=_seconds, default=30.0, help="cap on robots.txt Crawl-delay (default 30)")
-    p.add_argument("--max-body", type=_positive_int, default=10 * 1024 * 1024, metavar="BYTES", help="stop reading a body past this size (default 10 MiB)")
-    p.add_argument("--timeout", type=_seconds, default=30.0, help="total seconds per request (default 30)")
-    p.add_argument("--retries", type=_non_negative_int, default=2, help="extra attempts after a retryable error (default 2)")
+    p.add_argument(
+        "--ignore-nofollow",
+        action="store_true",
+        help="follow rel=nofollow and meta/X-Robots-Tag nofollow",
+    )
+    p.add_argument(
+        "--max-crawl-delay",
+        type=_seconds,
+        default=30.0,
+        help="cap on robots.txt Crawl-delay (default 30)",
+    )
+    p.add_argument(
+        "--max-body",
+        type=_positive_int,
+        default=10 * 1024 * 1024,
+        metavar="BYTES",
+        help="stop reading a body past this size (default 10 MiB)",
+    )
+    p.add_argument(
+        "--timeout", type=_seconds, default=30.0, help="total seconds per request (default 30)"
+    )
+    p.add_argument(
+        "--retries",
+        type=_non_negative_int,
+        default=2,
+        help="extra attempts after a retryable error (default 2)",
+    )
     p.add_argument("--keep-query-order", action="store_true", help="do not sort query parameters")
-    p.add_argument("--fold-trailing-slash", action="store_true", help="treat /a/ and /a as the same URL")
-    p.add_argument("--store-bodies", action="store_true", help="keep decoded HTML bodies in the page records")
+    p.add_argument(
+        "--fold-trailing-slash", action="store_true", help="treat /a/ and /a as the same URL"
+    )
+    p.add_argument(
+        "--store-bodies", action="store_true", help="keep decoded HTML bodies in the page records"
+    )
 
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
@@ -135,23 +201,44 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="streamcrawl", description="A polite, replay-safe web crawler.")
     parser.add_argument(
-        "--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="default WARNING; the worker defaults to STREAMCRAWL_LOG_LEVEL",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     crawl = sub.add_parser("crawl", help="crawl in this process (no Kafka, no Cassandra)")
     crawl.add_argument("urls", nargs="+", metavar="URL")
-    crawl.add_argument("--out", type=Path, default=Path("out"), help="output directory (default ./out)")
-    crawl.add_argument("--state-dir", type=Path, default=Path(".streamcrawl"), help="RocksDB state, resumable (default ./.streamcrawl)")
-    crawl.add_argument("--concurrency", type=_positive_int, default=64, help="requests in flight, all origins (default 64)")
-    crawl.add_argument("--json", action="store_true", help="print the final summary as one JSON object")
-    crawl.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    crawl.add_argument(
+        "--out", type=Path, default=Path("out"), help="output directory (default ./out)"
+    )
+    crawl.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(".streamcrawl"),
+        help="RocksDB state, resumable (default ./.streamcrawl)",
+    )
+    crawl.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=64,
+        help="requests in flight, all origins (default 64)",
+    )
+    crawl.add_argument(
+        "--json", action="store_true", help="print the final summary as one JSON object"
+    )
+    crawl.add_argument(
+        "--no-progress", action="store_true", help="no progress bar even on a terminal"
+    )
     add_policy_flags(crawl)
 
     demo = sub.add_parser("demo", help="serve a small bundled site on 127.0.0.1 and crawl it")
-    demo.add_argument("--out", type=Path, default=None, help="output directory (default: a temp dir)")
-    demo.add_argument("--json", action="store_true", help="print the final summary as one JSON object")
+    demo.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: a temp dir)"
+    )
+    demo.add_argument(
+        "--json", action="store_true", help="print the final summary as one JSON object"
+    )
 
     from topology import commands
 
@@ -190,14 +277,23 @@ def _crawl(args: argparse.Namespace) -> int:
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
     policy = policy_from_args(args, args.urls, crawl_id)
     summary = run_embedded(
-        policy, out=args.out, state_dir=args.state_dir, concurrency=args.concurrency,
-        progress=not args.no_progress and sys.stderr.isatty(), as_json=args.json,
+        policy,
+        out=args.out,
+        state_dir=args.state_dir,
+        concurrency=args.concurrency,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        as_json=args.json,
     )
     return EXIT_INTERRUPTED if summary["interrupted"] else 0
 
 
 def run_embedded(
-    policy: CrawlPolicy, *, out: Path, state_dir: Path, concurrency: int, progress: bool,
+    policy: CrawlPolicy,
+    *,
+    out: Path,
+    state_dir: Path,
+    concurrency: int,
+    progress: bool,
     as_json: bool,
 ) -> dict[str, object]:
     """Run an embedded crawl with the progress bar and print the summary."""

@@ -14,12 +14,16 @@ KAFKA_COMMANDS = ("worker", "seed", "pages", "status", "pause", "resume", "stop"
 
 
 def _service_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kafka-bootstrap", help="Kafka bootstrap servers (env STREAMCRAWL_KAFKA_BOOTSTRAP)")
+    p.add_argument(
+        "--kafka-bootstrap", help="Kafka bootstrap servers (env STREAMCRAWL_KAFKA_BOOTSTRAP)"
+    )
     p.add_argument("--topic-prefix", help="topic prefix (env STREAMCRAWL_TOPIC_PREFIX)")
 
 
 def _cassandra_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cassandra-hosts", help="Cassandra contact points (env STREAMCRAWL_CASSANDRA_HOSTS)")
+    p.add_argument(
+        "--cassandra-hosts", help="Cassandra contact points (env STREAMCRAWL_CASSANDRA_HOSTS)"
+    )
     p.add_argument("--cassandra-keyspace", help="keyspace (env STREAMCRAWL_CASSANDRA_KEYSPACE)")
 
 
@@ -30,8 +34,12 @@ def add_kafka_commands(
     _service_flags(worker)
     _cassandra_flags(worker)
     worker.add_argument("--state-dir", help="RocksDB table state (env STREAMCRAWL_STATE_DIR)")
-    worker.add_argument("--web-port", type=int, help="health and /metrics port (env STREAMCRAWL_WEB_PORT)")
-    worker.add_argument("--concurrency", type=int, help="fetches in flight (env STREAMCRAWL_CONCURRENCY)")
+    worker.add_argument(
+        "--web-port", type=int, help="health and /metrics port (env STREAMCRAWL_WEB_PORT)"
+    )
+    worker.add_argument(
+        "--concurrency", type=int, help="fetches in flight (env STREAMCRAWL_CONCURRENCY)"
+    )
 
     seed = sub.add_parser("seed", help="publish a crawl spec and its seed URLs")
     seed.add_argument("urls", nargs="+", metavar="URL")
@@ -59,8 +67,14 @@ def add_kafka_commands(
     admin.add_argument("action", choices=["create-topics", "create-schema"])
     _service_flags(admin)
     _cassandra_flags(admin)
-    admin.add_argument("--partitions", type=int, help="partitions per topic (env STREAMCRAWL_PARTITIONS)")
-    admin.add_argument("--replication-factor", type=int, help="topic replication (env STREAMCRAWL_REPLICATION_FACTOR)")
+    admin.add_argument(
+        "--partitions", type=int, help="partitions per topic (env STREAMCRAWL_PARTITIONS)"
+    )
+    admin.add_argument(
+        "--replication-factor",
+        type=int,
+        help="topic replication (env STREAMCRAWL_REPLICATION_FACTOR)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

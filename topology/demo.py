@@ -108,6 +108,7 @@ def serve_demo_site() -> Iterator[list[str]]:
     try:
         yield origins
     finally:
+
         async def stop() -> None:
             for runner in runners:
                 await runner.cleanup()
@@ -130,8 +131,12 @@ def run_demo(args: argparse.Namespace) -> int:
             delay=0.05,
         )
         result = run_embedded(
-            policy, out=out, state_dir=out / "state", concurrency=16,
-            progress=sys.stderr.isatty(), as_json=args.json,
+            policy,
+            out=out,
+            state_dir=out / "state",
+            concurrency=16,
+            progress=sys.stderr.isatty(),
+            as_json=args.json,
         )
     if not args.json:
         print(f"pages: {out / 'pages.jsonl'}  url states: {out / 'urls.jsonl'}")

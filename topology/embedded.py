@@ -155,7 +155,9 @@ class EmbeddedCrawl:
             if admission.state is not None and admission.queued:
                 touched.append(admission.state)
             for origin, refs in admission.misrouted.items():
-                pending.append(FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs)))
+                pending.append(
+                    FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs))
+                )
         applied = self.frontier.apply(ch, report.outcome, self.rules)
         statuses.extend(applied.statuses)
         self.summary.queued -= len(applied.statuses)
@@ -219,7 +221,9 @@ class EmbeddedCrawl:
             if task in tasks:
                 self._finish(task, tasks)  # type: ignore[arg-type]
 
-    def _finish(self, task: asyncio.Task[Report], tasks: dict[asyncio.Task[Report], Dispatch]) -> None:
+    def _finish(
+        self, task: asyncio.Task[Report], tasks: dict[asyncio.Task[Report], Dispatch]
+    ) -> None:
         d = tasks.pop(task)
         try:
             report = task.result()

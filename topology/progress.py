@@ -53,12 +53,19 @@ class ProgressBar:
         discovered = done + summary.queued
         rate = summary.pages / max(now - self._started, 1e-6)
         self._progress.update(
-            self._task, completed=done, total=max(discovered, done, 1), rate=rate,
-            queue=summary.queued, in_flight=in_flight, errors=errors,
+            self._task,
+            completed=done,
+            total=max(discovered, done, 1),
+            rate=rate,
+            queue=summary.queued,
+            in_flight=in_flight,
+            errors=errors,
         )
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self._progress is not None:

@@ -15,8 +15,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agents.sink_cassandra import connect, create_schema
 from tests.httpserver import RecordingServer, html, text
+from tests.integration.site_process import RemoteServer
+from tests.integration.site_process import serve_site as serve_site
 from topology import admin
 from topology.settings import Settings, load_settings
 
@@ -48,16 +48,7 @@ def build_routes(servers: list[RecordingServer], pages: int) -> None:
             srv.routes[page_path(i)] = html(body)
 
 
-@contextmanager
-def serve_site(origins: int = 3, pages: int = 100) -> Iterator[list[RecordingServer]]:
-    """Start ``origins`` servers in background threads, each with ``pages`` pages."""
-    with ExitStack() as stack:
-        servers = [stack.enter_context(RecordingServer()) for _ in range(origins)]
-        build_routes(servers, pages)
-        yield servers
-
-
-def page_requests(srv: RecordingServer) -> list[str]:
+def page_requests(srv: RecordingServer | RemoteServer) -> list[str]:
     """Requested paths other than robots.txt."""
     return [p for p in srv.paths() if p != "/robots.txt"]
 
@@ -71,8 +62,11 @@ STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
 def service_env() -> dict[str, str]:
     """Kafka/Cassandra endpoints from the environment, else from ``.services/env``; skips the
     test when there are none (``scripts/services.sh start`` provides them)."""
-    found = {k: os.environ[k] for k in ("STREAMCRAWL_KAFKA_BOOTSTRAP",
-                                          "STREAMCRAWL_CASSANDRA_HOSTS") if k in os.environ}
+    found = {
+        k: os.environ[k]
+        for k in ("STREAMCRAWL_KAFKA_BOOTSTRAP", "STREAMCRAWL_CASSANDRA_HOSTS")
+        if k in os.environ
+    }
     env_file = ROOT / ".services" / "env"
     if len(found) < 2 and env_file.exists():
         for line in env_file.read_text().splitlines():
@@ -102,9 +96,13 @@ class Cluster:
     @classmethod
     def create(cls, tmp: Path, partitions: int) -> Cluster:
         tag = uuid.uuid4().hex[:10]
-        env = {**service_env(), "STREAMCRAWL_TOPIC_PREFIX": f"topo-{tag}",
-               "STREAMCRAWL_CASSANDRA_KEYSPACE": f"topo_{tag}",
-               "STREAMCRAWL_PARTITIONS": str(partitions), "STREAMCRAWL_LOG_LEVEL": "INFO"}
+        env = {
+            **service_env(),
+            "STREAMCRAWL_TOPIC_PREFIX": f"topo-{tag}",
+            "STREAMCRAWL_CASSANDRA_KEYSPACE": f"topo_{tag}",
+            "STREAMCRAWL_PARTITIONS": str(partitions),
+            "STREAMCRAWL_LOG_LEVEL": "INFO",
+        }
         cluster = cls(env, tmp)
         admin.create_topics(cluster.settings())
         create_schema(cluster.settings())
@@ -116,17 +114,26 @@ class Cluster:
 
     def start_worker(self, name: str, **env: str) -> Worker:
         port = free_port()
-        wenv = {**os.environ, **self.env, "STREAMCRAWL_STATE_DIR": str(self.tmp / name),
-                "STREAMCRAWL_WEB_PORT": str(port), **env}
+        wenv = {
+            **os.environ,
+            **self.env,
+            "STREAMCRAWL_STATE_DIR": str(self.tmp / name),
+            "STREAMCRAWL_WEB_PORT": str(port),
+            **env,
+        }
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (closed by stop_all)
         proc = subprocess.Popen([STREAMCRAWL, "worker"], env=wenv, stdout=log, stderr=log)
         self.workers.append(proc)
         return Worker(name, proc, port, self.tmp / f"{name}.log")
 
     def seed(self, urls: list[str], crawl_id: str, *flags: str) -> None:
-        subprocess.run([STREAMCRAWL, "seed", *urls, "--crawl-id", crawl_id, *flags],
-                       env={**os.environ, **self.env}, check=True, capture_output=True,
-                       timeout=60)
+        subprocess.run(
+            [STREAMCRAWL, "seed", *urls, "--crawl-id", crawl_id, *flags],
+            env={**os.environ, **self.env},
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     def stop_all(self) -> None:
         if self._cassandra is not None:
@@ -202,7 +209,8 @@ class Worker:
         total = 0.0
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v
-                                               for k, v in labels.items()):
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
                     total += sample.value
         return total

@@ -56,8 +56,17 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_pat
 
 def test_json_summary(tmp_path: Path) -> None:
     with RecordingServer(chain_site(3)) as srv:
-        result = run("crawl", srv.url("/0"), "--delay", "0", "--json",
-                     "--out", str(tmp_path / "o"), "--state-dir", str(tmp_path / "s"))
+        result = run(
+            "crawl",
+            srv.url("/0"),
+            "--delay",
+            "0",
+            "--json",
+            "--out",
+            str(tmp_path / "o"),
+            "--state-dir",
+            str(tmp_path / "s"),
+        )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["pages"] == 4 and summary["states"] == {"fetched": 4}
@@ -66,9 +75,23 @@ def test_json_summary(tmp_path: Path) -> None:
 
 def _start(srv: RecordingServer, tmp_path: Path, delay: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*CLI, "crawl", srv.url("/0"), "--crawl-id", "resume", "--delay", delay, "--json",
-         "--out", str(tmp_path / "o"), "--state-dir", str(tmp_path / "s")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *CLI,
+            "crawl",
+            srv.url("/0"),
+            "--crawl-id",
+            "resume",
+            "--delay",
+            delay,
+            "--json",
+            "--out",
+            str(tmp_path / "o"),
+            "--state-dir",
+            str(tmp_path / "s"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -90,7 +113,7 @@ def test_resume_after_kill_9_refetches_nothing_completed(tmp_path: Path) -> None
         done_lines = (tmp_path / "o/urls.jsonl").read_text().splitlines()
         completed = {json.loads(line)["url"] for line in done_lines}
         proc = _start(srv, tmp_path, "0.05")
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
     counts = Counter(r.path for r in srv.log if r.path != "/robots.txt")
     refetched = [p for p, c in counts.items() if c > 1]

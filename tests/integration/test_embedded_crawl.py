@@ -43,15 +43,27 @@ def fetched_paths(srv: RecordingServer) -> Counter[str]:
 async def test_variants_fetched_once_and_disallowed_never(tmp_path: Path) -> None:
     async with RecordingServer() as srv:
         host_upper = srv.origin.replace("127.0.0.1", "127.0.0.1").upper().replace("HTTP", "http")
-        srv.routes.update({
-            "/robots.txt": ROBOTS,
-            "/": page("/a", "/a#frag", "/a?utm_source=x", "/a?gclid=1&utm_medium=y",
-                      f"{host_upper}/a", "./a", "/b?y=2&x=1", "/b?x=1&y=2", "/private/p",
-                      "/private/q#z"),
-            "/a": page("/", "/b?x=1&y=2#top"),
-            "/b?x=1&y=2": page("/a"),
-            "/private/p": page(), "/private/q": page(),
-        })
+        srv.routes.update(
+            {
+                "/robots.txt": ROBOTS,
+                "/": page(
+                    "/a",
+                    "/a#frag",
+                    "/a?utm_source=x",
+                    "/a?gclid=1&utm_medium=y",
+                    f"{host_upper}/a",
+                    "./a",
+                    "/b?y=2&x=1",
+                    "/b?x=1&y=2",
+                    "/private/p",
+                    "/private/q#z",
+                ),
+                "/a": page("/", "/b?x=1&y=2#top"),
+                "/b?x=1&y=2": page("/a"),
+                "/private/p": page(),
+                "/private/q": page(),
+            }
+        )
         summary, pages, urls = await crawl(tmp_path, [srv.url("/")])
     counts = fetched_paths(srv)
     assert counts == Counter({"/": 1, "/a": 1, "/b?x=1&y=2": 1}), counts
@@ -79,10 +91,14 @@ async def test_per_origin_gaps_respect_delay_and_origins_run_in_parallel(tmp_pat
 
 async def test_crawl_delay_from_robots(tmp_path: Path) -> None:
     async with RecordingServer() as srv:
-        srv.routes.update({
-            "/robots.txt": text("User-agent: streamcrawl\nCrawl-delay: 0.3\n"),
-            "/0": page("/1"), "/1": page("/2"), "/2": page(),
-        })
+        srv.routes.update(
+            {
+                "/robots.txt": text("User-agent: streamcrawl\nCrawl-delay: 0.3\n"),
+                "/0": page("/1"),
+                "/1": page("/2"),
+                "/2": page(),
+            }
+        )
         await crawl(tmp_path, [srv.url("/0")], delay=0.0)
     assert min(srv.gaps(lambda r: r.path != "/robots.txt")) >= 0.3 - 0.01
 
@@ -99,7 +115,7 @@ async def test_retry_after_is_respected_then_succeeds(tmp_path: Path) -> None:
         return web.Response(text="<title>ok</title>", content_type="text/html")
 
     async with RecordingServer({"/": flaky}) as srv:
-        _, pages, urls = await crawl(tmp_path, [srv.url("/")], retries=2)
+        _, _pages, urls = await crawl(tmp_path, [srv.url("/")], retries=2)
     times = [r.t for r in srv.log if r.path == "/"]
     assert len(times) == 2
     assert times[1] - times[0] >= 1.0 - 0.01
@@ -125,7 +141,7 @@ async def test_redirect_loop_terminates(tmp_path: Path) -> None:
 async def test_same_origin_redirect_target_not_fetched_twice(tmp_path: Path) -> None:
     async with RecordingServer() as srv:
         srv.routes.update({"/": page("/old", "/new"), "/old": redirect("/new"), "/new": page("/")})
-        _, pages, urls = await crawl(tmp_path, [srv.url("/")], per_origin_concurrency=1)
+        _, pages, _urls = await crawl(tmp_path, [srv.url("/")], per_origin_concurrency=1)
     counts = fetched_paths(srv)
     assert counts["/new"] == 1, counts
     assert sorted(p["final_url"].rsplit("/", 1)[1] for p in pages) == ["", "new"]
@@ -134,12 +150,14 @@ async def test_same_origin_redirect_target_not_fetched_twice(tmp_path: Path) -> 
 async def test_oversized_body_cut_and_non_html_not_downloaded(tmp_path: Path) -> None:
     big = 5 * 1024 * 1024
     async with RecordingServer() as srv:
-        srv.routes.update({
-            "/": page("/big", "/pic.png"),
-            "/big": stream(big, chunk=64 * 1024),
-            "/pic.png": stream(big, content_type="image/png"),
-        })
-        _, pages, urls = await crawl(tmp_path, [srv.url("/")], max_body=256 * 1024)
+        srv.routes.update(
+            {
+                "/": page("/big", "/pic.png"),
+                "/big": stream(big, chunk=64 * 1024),
+                "/pic.png": stream(big, content_type="image/png"),
+            }
+        )
+        _, _pages, urls = await crawl(tmp_path, [srv.url("/")], max_body=256 * 1024)
     by_path = {u["url"].rsplit("/", 1)[1]: u["state"] for u in urls}
     assert by_path["big"] == "too_large"
     assert by_path["pic.png"] == "skipped_content_type"
@@ -173,15 +191,20 @@ async def test_max_pages_and_depth(tmp_path: Path) -> None:
 async def test_hostile_pages_do_not_crash_the_run(tmp_path: Path) -> None:
     nested = "<div>" * 20000 + "x"
     async with RecordingServer() as srv:
-        srv.routes.update({
-            "/robots.txt": text(b"\xff\xfe\x00garbage\nDisallow: /\x00\n" * 100),
-            "/": page("/nested", "/nul", "/latin", "/empty", "http://[::1", "http://a b/"),
-            "/nested": html(nested), "/nul": html(b"<a href='/x\x00y'>\x00</a>"),
-            "/latin": html("<title>caf\xe9</title>".encode("latin-1"),
-                           headers={"Content-Type": "text/html; charset=latin-1"}),
-            "/empty": html(b""),
-        })
-        summary, pages, urls = await crawl(tmp_path, [srv.url("/")])
+        srv.routes.update(
+            {
+                "/robots.txt": text(b"\xff\xfe\x00garbage\nDisallow: /\x00\n" * 100),
+                "/": page("/nested", "/nul", "/latin", "/empty", "http://[::1", "http://a b/"),
+                "/nested": html(nested),
+                "/nul": html(b"<a href='/x\x00y'>\x00</a>"),
+                "/latin": html(
+                    "<title>caf\xe9</title>".encode("latin-1"),
+                    headers={"Content-Type": "text/html; charset=latin-1"},
+                ),
+                "/empty": html(b""),
+            }
+        )
+        summary, pages, _urls = await crawl(tmp_path, [srv.url("/")])
     titles = {p["url"].rsplit("/", 1)[1]: p["title"] for p in pages}
     assert titles.get("latin") == "café"
     assert summary["states"]["fetched"] >= 5
@@ -195,8 +218,12 @@ async def test_unreachable_seed_is_recorded_failed(tmp_path: Path) -> None:
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
     _, pages, urls = await crawl(
-        tmp_path, [f"http://127.0.0.1:{port}/"], retries=1, max_backoff=0.2,
-        robots_error_ttl=0.2, obey_robots=False,
+        tmp_path,
+        [f"http://127.0.0.1:{port}/"],
+        retries=1,
+        max_backoff=0.2,
+        robots_error_ttl=0.2,
+        obey_robots=False,
     )
     assert pages == []
     assert [u["state"] for u in urls] == ["failed"]
@@ -205,8 +232,17 @@ async def test_unreachable_seed_is_recorded_failed(tmp_path: Path) -> None:
 async def test_output_records_have_the_documented_fields(tmp_path: Path) -> None:
     async with RecordingServer({"/": page("/a", title="Home"), "/a": page()}) as srv:
         _, pages, urls = await crawl(tmp_path, [srv.url("/")])
-    for field in ("url", "final_url", "status", "content_type", "title", "depth", "fetched_at",
-                  "body_sha256", "outlinks"):
+    for field in (
+        "url",
+        "final_url",
+        "status",
+        "content_type",
+        "title",
+        "depth",
+        "fetched_at",
+        "body_sha256",
+        "outlinks",
+    ):
         assert field in pages[0]
     assert pages[0]["title"] == "Home" and pages[0]["outlinks"] == 1
     assert {"url", "state", "depth", "attempts", "last_error"} <= set(urls[0])
@@ -224,14 +260,17 @@ async def test_robots_5xx_waits_and_retries_before_any_page(tmp_path: Path) -> N
             return web.Response(status=503, text="busy")
         return web.Response(text="User-agent: *\nDisallow: /no\n")
 
-    async with RecordingServer({"/robots.txt": robots, "/": page("/no", "/yes"),
-                                "/yes": page(), "/no": page()}) as srv:
+    async with RecordingServer(
+        {"/robots.txt": robots, "/": page("/no", "/yes"), "/yes": page(), "/no": page()}
+    ) as srv:
         _, _, urls = await crawl(tmp_path, [srv.url("/")])
     paths = [r.path for r in srv.log]
     assert paths[:2] == ["/robots.txt", "/robots.txt"]  # no page before robots.txt answered
     assert "/no" not in paths
     assert {u["url"].rsplit("/", 1)[1]: u["state"] for u in urls} == {
-        "": "fetched", "yes": "fetched", "no": "robots_denied"
+        "": "fetched",
+        "yes": "fetched",
+        "no": "robots_denied",
     }
 
 

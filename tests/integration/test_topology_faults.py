@@ -10,14 +10,11 @@ import collections
 import itertools
 import signal
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from agents.kafka_state import partition_for
-from tests.httpserver import RecordingServer
-from tests.integration.site import Cluster, build_routes, page_requests, serve_site
+from tests.integration.site import Cluster, page_requests, serve_site
 from tests.integration.test_topology import JITTER, pages_column
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
@@ -46,22 +43,13 @@ def test_kill_9_mid_crawl_then_a_new_worker_finishes_it(tmp_path: Path) -> None:
             # per_origin_concurrency 1: at most one request per origin was in flight
             # (dispatched, outcome not applied) when the worker died.
             assert refetched <= origins, refetched
-            assert all(set(page_requests(s)) == {("/" if i == 0 else f"/p{i}")
-                                                 for i in range(pages)} for s in servers)
+            assert all(
+                set(page_requests(s)) == {("/" if i == 0 else f"/p{i}") for i in range(pages)}
+                for s in servers
+            )
             assert second.metric("streamcrawl_fetch_pages_total") > 0
     finally:
         cluster.stop_all()
-
-
-def spread_servers(stack: ExitStack, partitions: int) -> list[RecordingServer]:
-    """One server (origin) per partition, so every worker owns origins whatever the split."""
-    chosen: dict[int, RecordingServer] = {}
-    for _ in range(200):
-        srv = stack.enter_context(RecordingServer())
-        chosen.setdefault(partition_for(srv.origin, partitions), srv)
-        if len(chosen) == partitions:
-            return [chosen[p] for p in range(partitions)]
-    raise AssertionError("could not cover every partition with an origin")
 
 
 def test_two_workers_split_origins_and_stay_polite_across_the_rebalance(
@@ -70,9 +58,7 @@ def test_two_workers_split_origins_and_stay_polite_across_the_rebalance(
     partitions, pages, delay = 6, 60, 0.25
     cluster = Cluster.create(tmp_path, partitions=partitions)
     try:
-        with ExitStack() as stack:
-            servers = spread_servers(stack, partitions)
-            build_routes(servers, pages)
+        with serve_site(partitions, pages, spread=partitions) as servers:
             first = cluster.start_worker("w1")
             first.wait_ready()
             cluster.seed([s.url("/") for s in servers], "two", "--delay", str(delay))

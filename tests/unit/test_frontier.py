@@ -25,8 +25,15 @@ def batch(*paths: str, depth: int = 1, origin: str = ORIGIN) -> FrontierBatch:
 
 def outcome(seq: int, state: str, *, started: float = 100.0, **kw: object) -> Outcome:
     return Outcome(
-        crawl_id="c", origin=ORIGIN, kind="page", seq=seq, url=ORIGIN + "/x", state=state,
-        started_at=started, finished_at=started + 0.1, **kw,  # type: ignore[arg-type]
+        crawl_id="c",
+        origin=ORIGIN,
+        kind="page",
+        seq=seq,
+        url=ORIGIN + "/x",
+        state=state,
+        started_at=started,
+        finished_at=started + 0.1,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -66,10 +73,14 @@ def test_out_of_scope_and_budget_get_terminal_states(env) -> None:  # type: igno
     f, store = env
     r = rules(max_depth=1)
     res = admit(f, store, batch("/deep", depth=2), r)
-    assert [(s.state, s.last_error) for s in res.statuses] == [(TerminalState.OUT_OF_SCOPE, "depth")]
+    assert [(s.state, s.last_error) for s in res.statuses] == [
+        (TerminalState.OUT_OF_SCOPE, "depth")
+    ]
     res = admit(f, store, batch("/1", "/2", "/3"), r, budget=2)
     assert len(res.queued) == 2
-    assert [(s.state, s.last_error) for s in res.statuses] == [(TerminalState.CANCELLED, "max_pages")]
+    assert [(s.state, s.last_error) for s in res.statuses] == [
+        (TerminalState.CANCELLED, "max_pages")
+    ]
     assert admitted_count(store, "c") == 2
 
 
@@ -134,8 +145,15 @@ def test_robots_outcome_caches_rules_and_crawl_delay_widens_gap(env) -> None:  #
     f, store = env
     r = rules(delay=0.5)
     robots = Outcome(
-        crawl_id="c", origin=ORIGIN, kind="robots", seq=-1, url=ORIGIN + "/robots.txt",
-        state="fetched", started_at=10.0, finished_at=10.1, robots_status=200,
+        crawl_id="c",
+        origin=ORIGIN,
+        kind="robots",
+        seq=-1,
+        url=ORIGIN + "/robots.txt",
+        state="fetched",
+        started_at=10.0,
+        finished_at=10.1,
+        robots_status=200,
         robots_body="User-agent: *\nCrawl-delay: 3\nDisallow: /private\n",
     )
     apply(f, store, robots, r)

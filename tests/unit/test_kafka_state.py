@@ -77,8 +77,16 @@ def test_write_order_queues_before_marking_seen_and_deletes_last() -> None:
     assert kinds == [PENDING, PENDING, ORIGINS, META, SEEN, SEEN]
     journal.clear()
     ch = Changes(store)
-    out = Outcome(crawl_id="c", origin=ORIGIN, kind="page", seq=0, url=ORIGIN + "/a",
-                  state="fetched", started_at=11.0, finished_at=11.1)
+    out = Outcome(
+        crawl_id="c",
+        origin=ORIGIN,
+        kind="page",
+        seq=0,
+        url=ORIGIN + "/a",
+        state="fetched",
+        started_at=11.0,
+        finished_at=11.1,
+    )
     f.apply(ch, out, rules())
     ch.commit()
     assert journal[-1] == ("del", pending_key(ORIGIN, 0))
@@ -87,7 +95,9 @@ def test_write_order_queues_before_marking_seen_and_deletes_last() -> None:
 
 def test_write_order_is_stable_within_a_namespace() -> None:
     changes: dict[bytes, bytes | None] = {
-        SEEN + b"1": b"", PENDING + b"2": b"", PENDING + b"1": b""
+        SEEN + b"1": b"",
+        PENDING + b"2": b"",
+        PENDING + b"1": b"",
     }
     assert [k for k, _ in write_order(changes)] == [PENDING + b"2", PENDING + b"1", SEEN + b"1"]
 
@@ -117,8 +127,14 @@ def test_frontier_over_tables_matches_the_memory_store() -> None:
         ch = Changes(store)
         adm = f.admit(ch, batch("/a", "/b", "/a"), rules(), budget=1)
         ch.commit()
-        results.append(([e.url for _, e in adm.queued], [s.state for s in adm.statuses],
-                        adm.duplicates, load_origin(store, ORIGIN)))
+        results.append(
+            (
+                [e.url for _, e in adm.queued],
+                [s.state for s in adm.statuses],
+                adm.duplicates,
+                load_origin(store, ORIGIN),
+            )
+        )
     assert results[0] == results[1]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from agents.frontier import Frontier, load_origin
 from agents.rules import CrawlRules
 from agents.scheduler import Scheduler
@@ -29,10 +31,20 @@ def setup(n: int = 5, **kw: object) -> tuple[Scheduler, MemoryStore, CrawlRules,
 
 def finish(sched: Scheduler, store: MemoryStore, r: CrawlRules, f: Frontier, d, t: float) -> None:  # type: ignore[no-untyped-def]
     ch = Changes(store)
-    applied = f.apply(ch, Outcome(
-        crawl_id="c", origin=d.origin, kind="page", seq=d.seq, url=d.entry.url,
-        state="fetched", started_at=t, finished_at=t + 0.01,
-    ), r)
+    applied = f.apply(
+        ch,
+        Outcome(
+            crawl_id="c",
+            origin=d.origin,
+            kind="page",
+            seq=d.seq,
+            url=d.entry.url,
+            state="fetched",
+            started_at=t,
+            finished_at=t + 0.01,
+        ),
+        r,
+    )
     ch.commit()
     sched.done(d.origin, d.seq, applied.state)
 
@@ -55,7 +67,7 @@ def test_gap_per_origin_is_the_delay_and_origins_interleave() -> None:
     for origin in (A, B):
         times = [t for t, o in starts if o == origin]
         assert len(times) == 5
-        assert all(b - a >= 1.0 - 1e-9 for a, b in zip(times, times[1:], strict=False))
+        assert all(b - a >= 1.0 - 1e-9 for a, b in itertools.pairwise(times))
     assert starts[0][0] == starts[1][0] == 0.0  # both origins start at once
 
 
@@ -75,7 +87,7 @@ def test_global_limit_is_respected() -> None:
 
 
 def test_new_owner_waits_one_delay_and_forget_drops_origin() -> None:
-    sched, store, r, _ = setup(n=2, delay=2.0)
+    _sched, store, r, _ = setup(n=2, delay=2.0)
     owner = Scheduler(store, lambda cid: r)
     owner.track(load_origin(store, A), assumed_start=100.0)
     assert owner.take(101.0, 10) == []
@@ -98,10 +110,22 @@ def test_robots_fetched_before_pages() -> None:
     assert d.kind == "robots"
     assert sched.take(0.0, 10) == []  # pages wait for robots.txt
     ch = Changes(store)
-    applied = f.apply(ch, Outcome(
-        crawl_id="c", origin=A, kind="robots", seq=-1, url=A + "/robots.txt", state="fetched",
-        started_at=0.0, finished_at=0.01, robots_status=200, robots_body="User-agent: *\nDisallow: /x\n",
-    ), r)
+    applied = f.apply(
+        ch,
+        Outcome(
+            crawl_id="c",
+            origin=A,
+            kind="robots",
+            seq=-1,
+            url=A + "/robots.txt",
+            state="fetched",
+            started_at=0.0,
+            finished_at=0.01,
+            robots_status=200,
+            robots_body="User-agent: *\nDisallow: /x\n",
+        ),
+        r,
+    )
     ch.commit()
     sched.done(A, -1, applied.state)
     (d,) = sched.take(0.02, 10)
@@ -109,7 +133,7 @@ def test_robots_fetched_before_pages() -> None:
 
 
 def test_stopped_crawl_cancels_without_requests_and_paused_waits() -> None:
-    sched, store, r, f = setup(n=1, delay=0.0)
+    sched, _store, _r, _f = setup(n=1, delay=0.0)
     paused = CrawlRules.from_policy(CrawlPolicy(crawl_id="c", state="paused", obey_robots=False))
     sched.rules_for = lambda cid: paused
     assert sched.take(0.0, 10) == []
@@ -117,3 +141,18 @@ def test_stopped_crawl_cancels_without_requests_and_paused_waits() -> None:
     sched.rules_for = lambda cid: stopped
     kinds = {d.kind for d in sched.take(5.0, 10)}
     assert kinds == {"cancel"}
+
+
+def test_fetched_frees_the_slot_before_the_outcome_is_applied() -> None:
+    sched, store, r, f = setup(n=3, delay=1.0)
+    first = next(d for d in sched.take(0.0, 10) if d.origin == A)
+    sched.fetched(A, first.seq, 0.0)
+    assert [d.origin for d in sched.take(0.5, 10)] == []  # the delay still holds
+    (nxt,) = [d for d in sched.take(1.0, 10) if d.origin == A]
+    assert nxt.seq != first.seq  # the settling entry is not dispatched again
+    finish(sched, store, r, f, first, 0.0)  # its outcome arrives late: no harm
+    sched.fetched(A, nxt.seq, 1.0)
+    (third,) = [d for d in sched.take(2.0, 10) if d.origin == A]
+    assert third.seq not in (first.seq, nxt.seq)
+    sched.fetched(A, third.seq, 2.3)  # started late: the next request waits from 2.3
+    assert [d for d in sched.take(3.2, 10) if d.origin == A] == []
