@@ -16,6 +16,7 @@ Faust's own changelog and repartition topics are created by Faust, not here.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -39,12 +40,26 @@ from topology.settings import Settings
 log = logging.getLogger(__name__)
 
 TOPICS = ("frontier", "outcomes", "pages", "status", "control")
+# Faust's table changelogs. Created here, not left to the worker: a worker that creates them
+# itself can read the broker's metadata before the new topic is in it and then crash-loops on
+# "changelog topic has 0 partitions" (seen with a KRaft broker).
+TABLES = ("seen", "pending", "origins")
 CONNECT_TIMEOUT_S = 10.0
 
 
 def topic_name(settings: Settings, short: str) -> str:
     """``<prefix>.<short>``, e.g. ``streamcrawl.pages``."""
     return f"{settings.topic_prefix}.{short}"
+
+
+def app_id(settings: Settings) -> str:
+    """The Faust app id, which is also the consumer group of the workers."""
+    return f"{settings.topic_prefix}-worker"
+
+
+def changelog_name(settings: Settings, table: str) -> str:
+    """Faust's name for the changelog topic of ``table``."""
+    return f"{app_id(settings)}-{table}-changelog"
 
 
 def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
@@ -115,6 +130,22 @@ def existing_partitions(admin: AdminClient, settings: Settings) -> dict[str, int
     return {name: len(meta.partitions) for name, meta in metadata.topics.items() if not meta.error}
 
 
+def wait_for_topics(admin: AdminClient, names: list[str], timeout: float = 10.0) -> None:
+    """Wait until the broker's metadata lists every topic in ``names`` with its partitions.
+
+    ``create_topics(...).result()`` returns once the controller recorded a topic; the broker
+    that answers metadata and config requests can trail it briefly, and a describe or
+    produce in that window fails with "unknown topic or partition".
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = admin.list_topics(timeout=CONNECT_TIMEOUT_S)
+        ready = {n for n, meta in metadata.topics.items() if not meta.error and meta.partitions}
+        if set(names) <= ready or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
 def create_topics(settings: Settings) -> list[str]:
     """Create the missing topics and align topic configs; returns one line per topic.
 
@@ -126,15 +157,16 @@ def create_topics(settings: Settings) -> list[str]:
     admin = AdminClient(client_config(settings))
     existing = existing_partitions(admin, settings)
     configs = topic_configs(settings)
-    names = {topic_name(settings, short): short for short in TOPICS}
-    _check_partitions(settings, {n: existing[n] for n in names if n in existing})
+    wanted = {changelog_name(settings, t): {"cleanup.policy": "compact"} for t in TABLES}
+    wanted |= {topic_name(settings, short): configs[short] for short in TOPICS}
+    _check_partitions(settings, {n: existing[n] for n in wanted if n in existing})
     done: list[str] = []
-    missing = [n for n in names if n not in existing]
+    missing = [n for n in wanted if n not in existing]
     if missing:
-        done += _create(admin, settings, [(n, configs[names[n]]) for n in missing])
-    for name in names:
+        done += _create(admin, settings, [(n, wanted[n]) for n in missing])
+    for name, config in wanted.items():
         if name in existing:
-            done.append(_align_configs(admin, settings, name, configs[names[name]]))
+            done.append(_align_configs(admin, settings, name, config))
     return done
 
 
@@ -164,6 +196,7 @@ def _create(
     ]
     futures = admin.create_topics(new, request_timeout=CONNECT_TIMEOUT_S)
     done = []
+    created = []
     for name, config in topics:
         try:
             futures[name].result()
@@ -173,11 +206,13 @@ def _create(
                 done.append(_align_configs(admin, settings, name, config))
                 continue
             raise CrawlError(f"cannot create topic {name}: {err.str()}") from None
+        created.append(name)
         extra = "".join(f", {k}={v}" for k, v in sorted(config.items()))
         done.append(
             f"created {name} ({settings.partitions} partitions, replication "
             f"{settings.replication_factor}{extra})"
         )
+    wait_for_topics(admin, created)
     return done
 
 

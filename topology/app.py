@@ -32,6 +32,7 @@ from agents.kafka_scheduler import FetchService
 from agents.kafka_sink import Sink, write_batch
 from agents.kafka_state import TableStore
 from agents.metrics import CONTENT_TYPE, Metrics
+from topology.admin import app_id
 from topology.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests)."""
     prefix = settings.topic_prefix
     app = faust.App(
-        f"{prefix}-worker",
+        app_id(settings),
         broker=broker_urls(settings),
         broker_credentials=credentials(settings),
         store="rocksdb://",

@@ -535,3 +535,19 @@ def test_every_value_is_documented() -> None:
 
     walk(root, schema, "")
     assert not undocumented, f"values without a comment: {undocumented}"
+
+
+def test_autoscaling_measures_the_workers_consumer_group(helm: str) -> None:
+    """KEDA must watch the group the workers really use: the Faust app id."""
+    from topology.admin import app_id
+    from topology.settings import Settings
+
+    proc = template(
+        helm, "--set", "kafka.topicPrefix=crawlx", "--set", "autoscaling.enabled=true",
+        "--set", "autoscaling.type=keda",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    (scaled,) = of_kind(docs, "ScaledObject")
+    groups = {t["metadata"]["consumerGroup"] for t in scaled["spec"]["triggers"]}
+    assert groups == {app_id(Settings(topic_prefix="crawlx"))}

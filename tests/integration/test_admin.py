@@ -46,8 +46,9 @@ def test_create_topics_is_idempotent_and_applies_configs(
 ) -> None:
     settings = kafka_settings(kafka_bootstrap, topic_prefix)
     first = admin.create_topics(settings)
+    changelogs = [admin.changelog_name(settings, table) for table in admin.TABLES]
     assert [line.split()[:2] for line in first] == [
-        ["created", f"{topic_prefix}.{short}"] for short in SHORT
+        ["created", name] for name in [*changelogs, *(f"{topic_prefix}.{s}" for s in SHORT)]
     ]
     second = admin.create_topics(settings)
     assert all(line.startswith("exists ") for line in second), second
@@ -60,6 +61,9 @@ def test_create_topics_is_idempotent_and_applies_configs(
     assert pages["max.message.bytes"] == str(settings.max_message_bytes)
     assert topic_config(client, f"{topic_prefix}.control")["cleanup.policy"] == "compact"
     assert topic_config(client, f"{topic_prefix}.status")["cleanup.policy"] == "delete"
+    for name in changelogs:  # Faust's table changelogs: same partitions, compacted
+        assert partitions[name] == 3
+        assert topic_config(client, name)["cleanup.policy"] == "compact"
 
 
 @pytest.mark.kafka
@@ -69,6 +73,7 @@ def test_existing_topic_gets_our_configs(kafka_bootstrap: str, topic_prefix: str
     client = AdminClient(admin.client_config(settings))
     name = f"{topic_prefix}.pages"
     client.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result()
+    admin.wait_for_topics(client, [name])
     lines = admin.create_topics(settings)
     assert lines[-1] == (
         f"updated {name}: compression.type=zstd (was producer), "
@@ -89,6 +94,7 @@ def test_partition_mismatch_is_refused_before_any_change(
     client = AdminClient(admin.client_config(settings))
     name = f"{topic_prefix}.frontier"
     client.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])[name].result()
+    admin.wait_for_topics(client, [name])
     with pytest.raises(ConfigError) as raised:
         admin.create_topics(settings)
     message = str(raised.value)
@@ -109,7 +115,8 @@ def test_partition_mismatch_is_refused_before_any_change(
         "--topic-prefix", topic_prefix, "--partitions", "2",
     )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.count("created ") == 4 and f"exists {name}" in ok.stdout
+    created = len(SHORT) - 1 + len(admin.TABLES)  # all but the existing frontier topic
+    assert ok.stdout.count("created ") == created and f"exists {name}" in ok.stdout
 
 
 def test_unreachable_kafka_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
