@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command: real Kafka and Cassandra, then pytest.
+# The project's test command: ruff and mypy, then real Kafka and Cassandra, then pytest.
 #
 #   scripts/test.sh [pytest arguments...]
 #
@@ -15,6 +15,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/_services/common.sh"
 PYTHON=$(default_python)
 export PYTHON
+
+cd "$ROOT"
+# Lint and types first: seconds, and no services needed.
+"$PYTHON" -m ruff check .
+"$PYTHON" -m ruff format --check .
+"$PYTHON" -m mypy
 
 need=()
 [[ -n ${STREAMCRAWL_KAFKA_BOOTSTRAP:-} ]] || need+=(kafka)

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import msgspec
 
@@ -24,7 +25,7 @@ from agents.rules import CrawlRules
 from agents.scheduler import Dispatch, Scheduler
 from agents.sink_files import FilesSink
 from agents.state import META, ORIGINS, Changes, RocksStore, Store
-from schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef
+from schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class EmbeddedCrawl:
             return None
         return max(0, self.policy.max_pages - admitted_count(ch, self.policy.crawl_id))
 
-    def _commit(self, ch: Changes, report: Report | None, statuses: list) -> None:
+    def _commit(self, ch: Changes, report: Report | None, statuses: list[UrlStatus]) -> None:
         page = report.page if report is not None else None
         self.sink.write(page, statuses)
         pages_off, urls_off = self.sink.offsets()
@@ -208,7 +209,7 @@ class EmbeddedCrawl:
         timeout = None if ready_at is None else max(0.0, ready_at - time.time())
         if tasks and len(tasks) >= self.concurrency:
             timeout = None
-        waiters: set[asyncio.Future[object]] = set(tasks)  # type: ignore[arg-type]
+        waiters: set[asyncio.Future[Any]] = set(tasks)
         stop = asyncio.ensure_future(self._stopping.wait())
         waiters.add(stop)
         try:
@@ -238,8 +239,8 @@ class EmbeddedCrawl:
             self._progress(self.summary, len(tasks), len(self.scheduler))
 
 
-class ProgressHook:
-    """Callable protocol: (summary, in flight, origins with work)."""
+class ProgressHook(Protocol):
+    """Told after each step: (summary, requests in flight, origins with work)."""
 
     def __call__(self, summary: Summary, in_flight: int, origins: int) -> None: ...
 
