@@ -218,9 +218,7 @@ def politeness_section(pol: dict) -> list[str]:
     rows = []
     for _, e in _entries(pol):
         if e["status"] != "ok":
-            rows.append(
-                [e["label"], f"**{e['status']}**: {e.get('reason', '')}", "", "", "", "", "", ""]
-            )
+            rows.append([e["label"], f"**{e['status']}**: {e.get('reason', '')}", *[""] * 7])
             continue
         rows.append(
             [
