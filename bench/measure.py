@@ -151,6 +151,8 @@ class ServiceMeter:
         self._cpu0: dict[int, float] = {}
         self._last: dict[int, float] = {}
         self.peak_rss_mb = 0.0
+        self.rss_samples: list[tuple[float, float]] = []  # (seconds since start(), MB)
+        self._t0 = 0.0
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -168,17 +170,25 @@ class ServiceMeter:
     def start(self) -> ServiceMeter:
         self._cpu0 = self._cpu()
         self._last = dict(self._cpu0)
+        self._t0 = time.monotonic()
 
         def poll() -> None:
             while not self._done.is_set():
                 self._last.update(self._cpu())  # keeps the last value of processes that exit
                 rss = sum(_tree_rss(_tree(pid)) for pid in self.pids)
                 self.peak_rss_mb = max(self.peak_rss_mb, rss)
+                if rss:
+                    self.rss_samples.append((time.monotonic() - self._t0, rss))
                 self._done.wait(self.interval)
 
         self._thread = threading.Thread(target=poll, daemon=True)
         self._thread.start()
         return self
+
+    def cpu_now(self) -> float:
+        """CPU-seconds used since ``start()`` so far (polling goes on)."""
+        now = {**self._last, **self._cpu()}
+        return sum(v - self._cpu0.get(pid, 0.0) for pid, v in now.items())
 
     def stop(self) -> float:
         """Stop polling; CPU-seconds used since ``start()``."""
