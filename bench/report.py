@@ -55,7 +55,14 @@ def _command(args: dict) -> str:
         )
         if on
     ]
+    if args.get("memory") and args.get("memory_budgets") != "1000,10000,50000":
+        parts.append(f"--memory-budgets {args['memory_budgets']}")
+    if args.get("memory") and args.get("memory_site_pages"):
+        parts.append(f"--memory-site-pages {args['memory_site_pages']}")
     return " ".join(parts)
+
+
+command = _command
 
 
 def main_section(main: dict) -> list[str]:
@@ -394,7 +401,13 @@ def write(results: dict, md: Path, png: Path) -> None:
         + " so that all crawlers do the same work; see bench/README.md.",
         "",
     ]
+    if results.get("merged_from"):
+        lines += ["Sections merged from these runs of the harness (each measured as shown):", ""]
+        lines += [f"- `{m['file']}`: `{m['command']}`" for m in results["merged_from"]]
+        lines += [""]
     lines += main_section(results["main"])
+    if results.get("notes"):
+        lines += ["## Findings", "", results["notes"].strip(), ""]
     if "politeness" in results:
         lines += politeness_section(results["politeness"])
     if "memory" in results:

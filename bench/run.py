@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--memory", action="store_true", help="also the long memory run (1k/10k/50k pages)"
     )
     ap.add_argument("--memory-budgets", default="1000,10000,50000")
+    ap.add_argument(
+        "--memory-site-pages",
+        type=int,
+        help="pages of the memory run's site (default 1.25 x the largest budget); give the same "
+        "value to runs with different budgets so that they crawl the same site",
+    )
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument(
         "--stock",
@@ -74,7 +80,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
     ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))
     ap.add_argument(
-        "--report-from", metavar="JSON", help="only rewrite --md/--png from a bench/results file"
+        "--report-from",
+        metavar="JSON[,JSON...]",
+        help="only rewrite --md/--png from bench/results file(s); the politeness, memory and "
+        "profile sections of later files are merged into the first (each keeps its own runs)",
+    )
+    ap.add_argument(
+        "--notes",
+        metavar="MD",
+        help="with --report-from: a markdown file of findings added to the report as written",
     )
     a = ap.parse_args(argv)
     if a.quick:
@@ -95,7 +109,27 @@ def main(argv: list[str] | None = None) -> None:
     from bench import report, suite  # imports psutil: only inside the benchmark venv
 
     if args.report_from:
-        results = json.loads(Path(args.report_from).read_text())
+        sources = [Path(f) for f in args.report_from.split(",")]
+        results = json.loads(sources[0].read_text())
+        for extra in sources[1:]:
+            more = json.loads(extra.read_text())
+            for key in ("politeness", "memory", "profiles"):
+                if key in more:
+                    merged = results.setdefault(key, {})
+                    for name, entry in more[key].items():
+                        if name == "_site" and "_site" in merged and merged["_site"] != entry:
+                            raise SystemExit(f"{extra}: {key} is on another site than {sources[0]}")
+                        merged[name] = entry
+        if len(sources) > 1:
+            results["merged_from"] = [
+                {"file": f.name, "command": report.command(json.loads(f.read_text())["args"])}
+                for f in sources
+            ]
+            merged_file = REPO / "bench" / "results" / time.strftime("merged-%Y%m%d-%H%M%S.json")
+            merged_file.write_text(json.dumps(results, indent=1, default=str))
+            print(f"merged into {merged_file}")
+        if args.notes:
+            results["notes"] = Path(args.notes).read_text()
         report.write(results, Path(args.md), Path(args.png))
         print(f"wrote {args.md} and {args.png} from {args.report_from}")
         return
@@ -122,8 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory:
         budgets = [int(b) for b in args.memory_budgets.split(",")]
         per_origin = 1000
+        site_pages = args.memory_site_pages or int(max(budgets) * 1.25)
         msite = suite.ensure_site(
-            workdir, -(-int(max(budgets) * 1.25) // per_origin), per_origin, args.base_port + 2000
+            workdir, -(-site_pages // per_origin), per_origin, args.base_port + 2000
         )
         results["memory"] = suite.memory(msite, args.only, budgets, workdir / "memory", args)
         checkpoint()
