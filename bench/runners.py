@@ -16,6 +16,7 @@ A runner that cannot run (crawler not installed) raises ``NotRun(reason)``: the 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -184,6 +185,28 @@ def streamcrawl_version() -> str | None:
     )
 
 
+def code_state() -> dict:
+    """The streamcrawl code a run used: HEAD, and the uncommitted changes to the package
+    directories (other engineers edit the tree the editable install runs from)."""
+    dirs = ["agents", "topology", "schemas"]
+
+    def git(*a: str) -> str:
+        try:
+            r = subprocess.run(
+                ["git", "-C", str(REPO), *a], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return r.stdout
+
+    diff = git("diff", "HEAD", "--", *dirs)
+    return {
+        "commit": git("rev-parse", "--short", "HEAD").strip(),
+        "uncommitted": git("diff", "HEAD", "--name-only", "--", *dirs).split(),
+        "diff_sha1": hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else None,
+    }
+
+
 def embedded_argv(ctx: RunContext) -> list[str]:
     """The ``streamcrawl crawl`` command line for this run (ARCHITECTURE.md section 7)."""
     exe = streamcrawl_binary()
@@ -219,10 +242,11 @@ def run_streamcrawl_embedded(ctx: RunContext) -> dict:
         raise NotRun(
             f"`streamcrawl crawl --help` failed: {(probe.stderr or probe.stdout).strip()[-200:]}"
         )
+    code = code_state()
     m = _measure(embedded_argv(ctx), ctx)
     if m.returncode != 0 and not m.timed_out:
         raise RuntimeError(f"streamcrawl crawl exited {m.returncode}: {m.stderr_tail[-500:]}")
-    return _result(m, _last_json(m.stdout))
+    return _result(m, {**_last_json(m.stdout), "code": code})
 
 
 def _service_env() -> dict[str, str]:
@@ -400,6 +424,7 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
     kafka_pid = _service_pid("kafka", "kafka.Kafka")
     cassandra_pid = _service_pid("cassandra", "CassandraDaemon")
     budget = ctx.max_pages or 2 * ctx.spec.expected_pages
+    code = code_state()
     procs: list[subprocess.Popen] = []
     ports: list[int] = []
     wrapped: set[int] = set()
@@ -559,6 +584,7 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
             "worker_exit_codes": codes,
             "kafka_pid": kafka_pid,
             "cassandra_pid": cassandra_pid,
+            "code": code,
         },
     }
     if ctx.max_pages:
