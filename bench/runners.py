@@ -301,6 +301,13 @@ def _get_status(port: int, path: str) -> int:
         return 0
 
 
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path else 0
+    except OSError:
+        return 0
+
+
 def _log_tail(path: Path, n: int = 1500) -> str:
     try:
         return path.read_text(errors="replace")[-n:]
@@ -387,8 +394,9 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
       delay) --allow-host 127.0.0.1 --user-agent bench-streamcrawl --max-pages <budget>``;
     * drained = Cassandra's terminal-state counts (``bench.kafka_status``, what ``streamcrawl
       status --json`` reports) hold every expected page as ``fetched`` (or the budget's worth
-      of states), unchanged for 3 s; a crawl whose counts stop moving for 30 s short of that
-      ends too (the access log then shows what was missed);
+      of states), unchanged for 3 s; a crawl whose counts stop moving for 60 s short of that, with
+      no request to the site for 30 s (``ctx.extra["access_log"]``), ends too (the access log
+      then shows what was missed);
     * "wall_s" from the seed to the last change of the counts; "cpu_s"/"peak_rss_mb" of the
       worker processes over the same interval (``ServiceMeter``; start-up and rebalancing
       before the seed are in self_report, not in cpu_s); "service_cpu_s" of the Kafka broker
@@ -514,6 +522,8 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
                 {k: (m.cpu_now() if m else None) for k, m in svc.items()},
             )
 
+        access_log = ctx.extra.get("access_log")
+        log_size, log_seen = -1, time.monotonic()
         last_total, last_t, last_seen = -1, t0_unix, time.monotonic()
         snap = snapshot()
         states: dict[str, int] = {}
@@ -533,12 +543,17 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
                 last_total, last_t, last_seen = total, latest.get("t", time.time()), now
                 snap = snapshot()
             quiet = now - last_seen
+            size = _size(access_log)
+            if size != log_size:
+                log_size, log_seen = size, now
             complete = states.get("fetched", 0) >= ctx.spec.expected_pages or (
                 ctx.max_pages is not None and total >= ctx.max_pages
             )
             if total and complete and quiet >= 3.0:
                 break
-            if total and quiet >= 30.0:
+            # Stalled: no new terminal state for 60 s and no request to the site for 30 s
+            # (the Cassandra sink can lag the fetches by tens of seconds under load).
+            if total and quiet >= 60.0 and now - log_seen >= 30.0:
                 stalled = True
                 break
             if now - t0 > ctx.timeout:

@@ -116,6 +116,7 @@ def one_run(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
     rundir.mkdir(parents=True)
     ctx = RunContext(spec, rundir, timeout=args.timeout, stock=args.stock, **ctx_kw)
     nginx = Nginx(spec, rundir / "nginx").start()
+    ctx.extra["access_log"] = nginx.access_log  # the Kafka runner watches it for progress
     busy0 = machine_busy_cpu_s()
     try:
         res = RUNNERS[name](ctx)
