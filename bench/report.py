@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ORDER = ["embedded", "kafka-1", "kafka-2", "scrapy", "crawlee"]
+ORDER = [
+    "embedded",
+    "kafka-1",
+    "kafka-1-rerun",
+    "kafka-2",
+    "kafka-2-rerun",
+    "scrapy",
+    "crawlee",
+]
 TARGETS = {"embedded": 8.0, "kafka-1": 3.0, "kafka-2": 3.0}  # x Scrapy's pages per CPU-second
 SHORT = {
     "embedded": "streamcrawl\nembedded",
     "kafka-1": "streamcrawl\nKafka, 1 worker",
+    "kafka-1-rerun": "streamcrawl\nKafka, 1 worker\n(rerun)",
     "kafka-2": "streamcrawl\nKafka, 2 workers",
     "scrapy": "Scrapy",
     "crawlee": "Crawlee",
@@ -111,7 +120,8 @@ def main_section(main: dict) -> list[str]:
         rows.append(
             [
                 e["label"],
-                str(len(e["runs"])),
+                str(len(e["runs"]) - len(e.get("excluded", [])))
+                + (f" (+{len(e['excluded'])} excluded)" if e.get("excluded") else ""),
                 f"{m['pages']:,.0f} / {site['expected']:,}",
                 _f(m["wall_s"]),
                 _f(m["pages_per_s"]),
@@ -128,6 +138,12 @@ def main_section(main: dict) -> list[str]:
             ]
         )
     lines += _table(header, rows)
+    for _, e in _entries(main):
+        for x in e.get("excluded", []):
+            lines += [
+                "",
+                f"*{e['label']}*: run {x['run']} is left out of the median: {x['reason']}",
+            ]
     others = [e["median"]["other_cpu_s"] for _, e in _entries(main) if e.get("median")]
     if others and max(o or 0 for o in others) > 1:
         lines += [
@@ -168,7 +184,7 @@ def main_section(main: dict) -> list[str]:
             rrows.append(
                 [
                     e["label"],
-                    str(i),
+                    f"{i} (excluded)" if r.get("excluded") else str(i),
                     str(r["pages"]),
                     _f(r["wall_s"]),
                     _f(r["span_s"]),
@@ -340,7 +356,9 @@ def write_chart(results: dict, png: Path) -> None:
     import matplotlib.pyplot as plt
 
     main = results["main"]
-    ok = [(SHORT[n], main[n]["median"]) for n in ORDER if n in main and main[n].get("median")]
+    ok = [
+        (SHORT.get(n, n), main[n]["median"]) for n in ORDER if n in main and main[n].get("median")
+    ]
     mem = results.get("memory")
     panels = 3 if mem else 2
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.2))

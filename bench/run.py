@@ -86,6 +86,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "profile sections of later files are merged into the first (each keeps its own runs)",
     )
     ap.add_argument(
+        "--exclude-run",
+        action="append",
+        default=[],
+        metavar="NAME:RUN:REASON",
+        help="with --report-from: leave run RUN (1-based) of crawler NAME out of the main median, "
+        "listed with REASON under the table (e.g. a run the harness measured wrongly)",
+    )
+    ap.add_argument(
         "--notes",
         metavar="MD",
         help="with --report-from: a markdown file of findings added to the report as written",
@@ -111,8 +119,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.report_from:
         sources = [Path(f) for f in args.report_from.split(",")]
         results = json.loads(sources[0].read_text())
+        for spec in args.exclude_run:
+            name, run, reason = spec.split(":", 2)
+            entry = results["main"][name]
+            bad = entry["runs"][int(run) - 1]
+            bad["excluded"] = reason
+            entry.setdefault("excluded", []).append({"run": int(run), "reason": reason})
+            entry["median"] = suite._median([r for r in entry["runs"] if "excluded" not in r])
         for extra in sources[1:]:
             more = json.loads(extra.read_text())
+            for name, entry in more.get("main", {}).items():
+                if name != "_site" and entry.get("runs"):
+                    if more["main"]["_site"] != results["main"]["_site"]:
+                        raise SystemExit(f"{extra}: main is on another site than {sources[0]}")
+                    entry["label"] += f" — separate run ({extra.name})"
+                    results["main"][f"{name}-rerun"] = entry
             for key in ("politeness", "memory", "profiles"):
                 if key in more:
                     merged = results.setdefault(key, {})
