@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import faust
 from aiokafka.helpers import create_ssl_context
-from faust.streams import _current_event
 from faust.types import TP
 from faust.web import Request, Response, View
 from mode import Service
@@ -39,16 +37,9 @@ from topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-FRONTIER_BATCH = 200  # buffered events the frontier agent applies together (at most)
 SINK_BATCH = 100  # records per sink write
 SINK_WITHIN = 0.2  # seconds a partial sink batch waits for more records
 HEALTH_STALE = 30.0  # /healthz fails when the dispatch loop has not run for this long
-
-
-def set_current_event(event: Any) -> None:
-    """Make ``event`` the current one of this task: Faust tables read and write (RocksDB and
-    changelog) the partition of the current event, which ``noack_take`` does not set."""
-    _current_event.set(weakref.ref(event))
 
 
 def broker_urls(settings: Settings) -> list[str]:
@@ -157,26 +148,9 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
 
     @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
-        # Applies the events already buffered as one batch (one Changes overlay per partition,
-        # the statuses sent together) and acknowledges them only after, so a crash replays the
-        # whole batch (ARCHITECTURE §3). Not ``noack_take``: it can drop an event that arrives
-        # while its batch is being handed over, and its timer delays small batches.
-        buffered = getattr(stream.channel, "queue", None)
-        batch: list[Any] = []
-        async for event in stream.noack().events():
-            batch.append(event)
-            if len(batch) < FRONTIER_BATCH and buffered is not None and buffered.qsize():
-                continue
-            events, batch = batch, []
-            await frontier.handle_many(
-                [
-                    (Where(e.message.topic, e.message.partition, e.message.offset), e.message.value)
-                    for e in events
-                ],
-                lambda i: set_current_event(events[i]),  # noqa: B023 (called before the loop moves)
-            )
-            for e in events:
-                await stream.ack(e)
+        async for event in stream.events():
+            msg = event.message
+            await frontier.handle(Where(msg.topic, msg.partition, msg.offset), msg.value)
 
     if settings.sink_enabled:
         _add_sink(app, topic("pages", "status", internal=False), sink, settings, metrics)

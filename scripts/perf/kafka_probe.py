@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,7 @@ def main() -> None:
     ap.add_argument("--per-origin-concurrency", type=int, default=4)
     ap.add_argument("--delay", type=float, default=0.0)
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--idle", type=float, default=5.0, help="seconds of idle CPU measured first")
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument("--py-spy", metavar="OUT", help="py-spy record the worker into OUT (svg)")
     ap.add_argument("--py-spy-args", default="", help="extra py-spy record flags")
@@ -115,6 +117,9 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
                 time.sleep(1.0)
+            idle0, i0 = cpu(proc), time.monotonic()
+            time.sleep(args.idle)
+            idle_rate = (cpu(proc) - idle0) / (time.monotonic() - i0)
             cpu0, sent0, t0 = cpu(proc), sent(worker), time.monotonic()
             cluster.seed(
                 [s.url("/") for s in servers],
@@ -151,6 +156,13 @@ def main() -> None:
         "pages_per_s": round(done / wall, 1),
         "cpu_s": round(cpu1 - cpu0, 2),
         "cpu_ms_per_page": round(1000 * (cpu1 - cpu0) / max(done, 1), 2),
+        # what an idle worker burns (timers, commits, polls) is spread over the pages: the
+        # same worker on a busier box is slower and shows more ms/page, not more work per page
+        "idle_cpu_ms_per_s": round(1000 * idle_rate, 1),
+        "cpu_ms_per_page_minus_idle": round(
+            1000 * (cpu1 - cpu0 - idle_rate * wall) / max(done, 1), 2
+        ),
+        "load_avg_1m": round(os.getloadavg()[0], 2),  # other processes skew the figures
         "sent_per_page": per_topic,
         "in_topics_per_page": {k: round(v / max(done, 1), 3) for k, v in sorted(in_topics.items())},
     }
