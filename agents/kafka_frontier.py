@@ -1,31 +1,24 @@
 """The frontier agent's body: the single writer of the ``seen``/``pending``/``origins`` tables.
 
-``FrontierAgent.handle_many`` applies a batch of events of ``frontier`` and ``outcomes`` (same
-origin key, same partition count, so an origin's batches and outcomes meet in one partition, in
-order). The wiring currently passes ONE event per call (``handle``): a wiring that handed over
-the events already buffered (``stream.noack().events()``, acks after the batch) cut the
-``origins`` changelog writes from 2.3 to 1.0-1.8 per page, but a worker restarted over a backlog
-(kill -9 test) then applied nothing at all; ``noack_take`` lost events the same way. Steps:
+One call of ``FrontierAgent.handle`` per event of ``frontier`` or ``outcomes`` (same origin key,
+same partition count, so an origin's batches and outcomes meet in one partition, in order):
 
-1. decode each event; a bad message is logged with topic/partition/offset, counted, skipped;
+1. decode; a bad message is logged with topic/partition/offset, counted, skipped;
 2. find the crawl's rules (waiting a bounded time for its spec, see ``SPEC_WAIT``);
-3. compute the changes with the pure ``Frontier.admit``/``apply`` over ONE ``Changes`` overlay
-   per partition (an event sees the changes of the events before it);
+3. compute the changes with the pure ``Frontier.admit``/``apply`` over a ``Changes`` overlay;
 4. SEND first (terminal statuses to ``status``, misrouted URLs back to ``frontier``) and await
-   the acks, THEN commit each overlay to the tables. A crash between the two replays the batch
+   the acks, THEN commit the overlay to the tables. A crash between the two replays the event
    and re-sends identical statuses, which the sink writes idempotently;
-5. publish each partition's admitted count (page budget) and tell the local scheduler.
+5. publish this partition's admitted count (page budget) and tell the local scheduler.
 
 No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Protocol
 
 from agents.frontier import Frontier, admitted_count
@@ -111,41 +104,11 @@ class FrontierAgent:
         self.spec_wait = spec_wait
 
     async def handle(self, where: Where, value: bytes | None) -> None:
-        """Apply one event (see ``handle_many``)."""
-        await self.handle_many([(where, value)])
-
-    async def handle_many(
-        self,
-        events: Sequence[tuple[Where, bytes | None]],
-        enter: Callable[[int], None] = lambda _i: None,
-    ) -> None:
-        """Apply a batch of events in order. Never raises for bad input; Kafka errors propagate
-        (nothing is acknowledged then: the whole batch is replayed).
-
-        The events of one partition share one ``Changes`` overlay (event ``i`` sees what the
-        events before it changed), so a key written by several events is written once. Then,
-        for the whole batch: SEND every status and re-keyed message, await the acks, THEN
-        commit each partition's overlay, then tell the scheduler. A crash in between replays
-        the batch over a prefix of the writes, exactly as for one event (see ``_ORDER``).
-
-        ``enter(i)`` makes event ``i`` the current one before it is read or its partition's
-        overlay is written (Faust tables read and write the partition of the current event).
-        A catch-up marker flushes what came before it, so ``caught_up`` sees those outcomes
-        applied.
-        """
-        batch = _Batch()
-        for i, (where, value) in enumerate(events):
-            if value is not None and value.startswith(MARKER):
-                await self._flush(batch, enter)
-                batch = _Batch()
-                self.hook.caught_up(where.partition, value[len(MARKER) :])
-                continue
-            enter(i)
-            await self._one(batch, i, where, value)
-        await self._flush(batch, enter)
-
-    async def _one(self, batch: _Batch, i: int, where: Where, value: bytes | None) -> None:
+        """Apply one event. Never raises for bad input; Kafka errors propagate (no commit)."""
         short = where.topic.rpartition(".")[2]
+        if value is not None and value.startswith(MARKER):
+            self.hook.caught_up(where.partition, value[len(MARKER) :])
+            return
         try:
             record = decode(short, value if value is not None else b"")
         except BadMessage as exc:
@@ -170,11 +133,9 @@ class FrontierAgent:
                 where.partition,
                 extra=where.extra(origin),
             )
-            batch.sends.setdefault(short, []).append((origin.encode(), encode(record)))
+            await self.publish(short, [(origin.encode(), encode(record))])
             return
-        rules = self.view.rules(record.crawl_id) if record.crawl_id in self.view.policies else None
-        if rules is None:
-            rules = await self.view.wait_rules(record.crawl_id, self.spec_wait)
+        rules = await self.view.wait_rules(record.crawl_id, self.spec_wait)
         if rules is None:
             self.metrics.unknown_crawl.inc()
             log.error(
@@ -187,60 +148,44 @@ class FrontierAgent:
                 extra=where.extra(origin),
             )
             return
-        part = batch.part(where.partition, self.store, i)
         if isinstance(record, FrontierBatch):
-            self._admit(batch, part, where, record, rules)
+            await self._admit(where, record, rules)
         else:
-            self._apply(batch, part, record, rules)
+            await self._apply(record, rules)
 
-    def _admit(
-        self, batch: _Batch, part: _Part, where: Where, fb: FrontierBatch, rules: CrawlRules
-    ) -> None:
-        ch = part.changes
-        budget = self._budget(ch, fb.crawl_id, rules, where.partition)
-        admission = self.frontier.admit(ch, fb, rules, budget=budget)
-        frontier = batch.sends.setdefault("frontier", [])
-        for origin, refs in admission.misrouted.items():
-            again = FrontierBatch(crawl_id=fb.crawl_id, origin=origin, urls=tuple(refs))
-            frontier.append((origin.encode(), encode(again)))
-        self._statuses(batch, admission.statuses)
+    async def _admit(self, where: Where, batch: FrontierBatch, rules: CrawlRules) -> None:
+        ch = Changes(self.store)
+        budget = self._budget(ch, batch.crawl_id, rules, where.partition)
+        admission = self.frontier.admit(ch, batch, rules, budget=budget)
+        misrouted = [
+            (
+                origin.encode(),
+                encode(FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs))),
+            )
+            for origin, refs in admission.misrouted.items()
+        ]
+        await self._send_statuses(admission.statuses)
+        if misrouted:
+            await self.publish("frontier", misrouted)
+        ch.commit()
         self.metrics.duplicates.inc(admission.duplicates)
         self.metrics.admitted.inc(len(admission.queued))
         if admission.queued and budget is not None:
-            part.budgets.add(fb.crawl_id)
+            count = admitted_count(self.store, batch.crawl_id)
+            await self.publish(
+                "budget", [(budget_key(batch.crawl_id, where.partition), str(count).encode())]
+            )
         if admission.state is not None and admission.queued:
-            part.after.append(partial(self.hook.admitted, admission.state))
+            self.hook.admitted(admission.state)
 
-    def _apply(self, batch: _Batch, part: _Part, outcome: Outcome, rules: CrawlRules) -> None:
-        applied = self.frontier.apply(part.changes, outcome, rules)
-        self._statuses(batch, applied.statuses)
+    async def _apply(self, outcome: Outcome, rules: CrawlRules) -> None:
+        ch = Changes(self.store)
+        applied = self.frontier.apply(ch, outcome, rules)
+        await self._send_statuses(applied.statuses)
+        ch.commit()
         if applied.retried:
             self.metrics.retries.inc()
-        part.after.append(partial(self.hook.applied, outcome.origin, outcome.seq, applied.state))
-
-    async def _flush(self, batch: _Batch, enter: Callable[[int], None]) -> None:
-        """Send, await the acks, then commit each partition's overlay and run its follow-ups."""
-        sends = [self.publish(short, items) for short, items in batch.sends.items() if items]
-        if sends:
-            await asyncio.gather(*sends)
-        for partition, part in batch.parts.items():
-            enter(part.last)
-            part.changes.commit()
-            if part.budgets:
-                await self.publish(
-                    "budget",
-                    [
-                        (
-                            budget_key(crawl_id, partition),
-                            str(admitted_count(self.store, crawl_id)).encode(),
-                        )
-                        for crawl_id in sorted(part.budgets)
-                    ],
-                )
-            for call in part.after:
-                call()
-        for state, n in batch.terminal.items():
-            self.metrics.terminal.labels(state).inc(n)
+        self.hook.applied(outcome.origin, outcome.seq, applied.state)
 
     def _budget(self, ch: Changes, crawl_id: str, rules: CrawlRules, partition: int) -> int | None:
         """How many more URLs this batch may queue. Overshoot is bounded by what the other
@@ -252,38 +197,9 @@ class FrontierAgent:
         elsewhere = self.view.admitted_elsewhere(crawl_id, partition, self.partitions)
         return max(0, max_pages - here - elsewhere)
 
-    def _statuses(self, batch: _Batch, statuses: list[UrlStatus]) -> None:
+    async def _send_statuses(self, statuses: list[UrlStatus]) -> None:
         if not statuses:
             return
-        batch.sends.setdefault("status", []).extend(
-            (s.origin.encode(), encode(s)) for s in statuses
-        )
+        await self.publish("status", [(s.origin.encode(), encode(s)) for s in statuses])
         for status in statuses:
-            state = str(status.state)
-            batch.terminal[state] = batch.terminal.get(state, 0) + 1
-
-
-class _Part:
-    """What a batch changes in one partition: the overlay, then what follows its commit."""
-
-    def __init__(self, store: TableStore, index: int) -> None:
-        self.changes = Changes(store)
-        self.last = index  # an event of this partition (for ``enter``)
-        self.budgets: set[str] = set()  # crawls whose admitted count to publish
-        self.after: list[Callable[[], None]] = []  # scheduler calls, in event order
-
-
-class _Batch:
-    """Everything a batch sends before its commits, and its per-partition changes."""
-
-    def __init__(self) -> None:
-        self.sends: dict[str, list[tuple[bytes, bytes]]] = {}  # short topic -> items, in order
-        self.parts: dict[int, _Part] = {}
-        self.terminal: dict[str, int] = {}
-
-    def part(self, partition: int, store: TableStore, index: int) -> _Part:
-        part = self.parts.get(partition)
-        if part is None:
-            part = self.parts[partition] = _Part(store, index)
-        part.last = index
-        return part
+            self.metrics.terminal.labels(str(status.state)).inc()
