@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
                     for name, entry in more[key].items():
                         if name == "_site" and "_site" in merged and merged["_site"] != entry:
                             raise SystemExit(f"{extra}: {key} is on another site than {sources[0]}")
+                        if isinstance(entry, dict) and "label" in entry:
+                            entry["label"] += f" ({extra.name})"
                         merged[name] = entry
         if len(sources) > 1:
             results["merged_from"] = [
