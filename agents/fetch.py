@@ -62,9 +62,32 @@ class FetchResult(msgspec.Struct, kw_only=True):
     text: str | None  # decoded text, for text/HTML/XML media types
     started_at: float  # epoch seconds
     elapsed_ms: float
+    # When the LAST request's headers were on the wire (epoch seconds, observed just after the
+    # write): politeness counts the next request's delay from here, not from when this fetch
+    # was dispatched, which a busy event loop can put well before the actual send.
+    sent_at: float = 0.0
     redirects: tuple[str, ...] = ()  # redirect targets followed, in order
     stopped: str | None = None  # "too_large", "skipped_content_type", or a hop_check state
     redirect_target: str | None = None  # absolute target of a redirect that was not followed
+
+
+class _Sent:
+    """Per-request trace context: when the request headers were written."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+
+async def _mark_sent(
+    _session: aiohttp.ClientSession,
+    ctx: object,
+    _params: aiohttp.TraceRequestHeadersSentParams,
+) -> None:
+    sent = getattr(ctx, "trace_request_ctx", None)
+    if isinstance(sent, _Sent):
+        sent.at = time.time()
 
 
 class _HopCheckFailed(Exception):
@@ -95,7 +118,10 @@ def make_session(policy: CrawlPolicy, *, limit: int = 100) -> aiohttp.ClientSess
     except 3.13.0, whose SSL transport leak it works around.
     """
     connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_mark_sent)
     return aiohttp.ClientSession(
+        trace_configs=[trace],
         connector=connector,
         cookie_jar=aiohttp.DummyCookieJar(),
         auto_decompress=False,
@@ -213,18 +239,25 @@ def _error_class(exc: BaseException) -> str:
 
 
 async def fetch(
-    session: aiohttp.ClientSession, url: str, policy: CrawlPolicy, *, hop_check: HopCheck
+    session: aiohttp.ClientSession,
+    url: str,
+    policy: CrawlPolicy,
+    *,
+    hop_check: HopCheck,
+    hop_delay: float = 0.0,
 ) -> FetchResult:
     """GET ``url`` under ``policy``; see the module docstring for what is returned or raised.
 
     Each redirect target is resolved against the current URL and passed to ``hop_check``; a
     target already visited in this fetch raises ``redirect_loop``, more than
-    ``policy.max_redirects`` hops raise ``too_many_redirects``.
+    ``policy.max_redirects`` hops raise ``too_many_redirects``. A followed hop (always to the
+    same origin: the caller's ``hop_check`` stops cross-origin ones) is sent ``hop_delay``
+    seconds after the previous request, as politeness asks of any two requests to an origin.
     """
     started_at = time.time()
     t0 = time.perf_counter()
     try:
-        return await _fetch(session, url, policy, hop_check, started_at, t0)
+        return await _fetch(session, url, policy, hop_check, started_at, t0, hop_delay)
     except FetchError:
         raise
     except _HopCheckFailed as exc:
@@ -244,8 +277,10 @@ async def _fetch(
     hop_check: HopCheck,
     started_at: float,
     t0: float,
+    hop_delay: float,
 ) -> FetchResult:
     current = url
+    sent = _Sent()
     hops: list[str] = []
     visited = {url.partition("#")[0]}
     headers = request_headers(policy)
@@ -272,14 +307,23 @@ async def _fetch(
             text=text,
             started_at=started_at,
             elapsed_ms=(time.perf_counter() - t0) * 1000.0,
+            sent_at=sent.at or started_at,
             redirects=tuple(hops),
             stopped=stopped,
             redirect_target=redirect_target,
         )
 
     while True:
+        if hops and hop_delay > 0:
+            wait = sent.at + hop_delay - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
         async with session.get(
-            current, headers=headers, allow_redirects=False, timeout=timeout
+            current,
+            headers=headers,
+            allow_redirects=False,
+            timeout=timeout,
+            trace_request_ctx=sent,
         ) as resp:
             location = resp.headers.get("Location")
             if resp.status in REDIRECT_STATUSES and location:

@@ -98,7 +98,13 @@ class Stages:
 
         started = time.time()
         try:
-            result = await fetch(self.session, entry.url, rules.policy, hop_check=hop_check)
+            result = await fetch(
+                self.session,
+                entry.url,
+                rules.policy,
+                hop_check=hop_check,
+                hop_delay=self._delay(d),
+            )
         except FetchRetryable as exc:
             return Report(
                 self._outcome(
@@ -128,7 +134,7 @@ class Stages:
                 self._outcome(
                     d,
                     result.stopped,
-                    started=result.started_at,
+                    started=result.sent_at,
                     status=result.status,
                     final_url=final_url,
                 )
@@ -194,11 +200,18 @@ class Stages:
         outcome = self._outcome(
             d,
             TerminalState.FETCHED,
-            started=result.started_at,
+            started=result.sent_at,
             status=result.status,
             final_url=final_url,
         )
         return Report(outcome, page, batches)
+
+    @staticmethod
+    def _delay(d: Dispatch) -> float:
+        """The origin's delay: the policy's, raised by robots.txt Crawl-delay (capped)."""
+        policy = d.rules.policy
+        crawl_delay = d.robots.crawl_delay(policy.user_agent) if d.robots is not None else None
+        return max(policy.delay, min(crawl_delay or 0.0, policy.max_crawl_delay))
 
     @staticmethod
     def _group(

@@ -57,6 +57,12 @@ def app_id(settings: Settings) -> str:
     return f"{settings.topic_prefix}-worker"
 
 
+def sink_group(settings: Settings) -> str:
+    """The consumer group of the sink (``pages`` + ``status`` into Cassandra); reset it to
+    replay the sink."""
+    return f"{settings.topic_prefix}-sink"
+
+
 def changelog_name(settings: Settings, table: str) -> str:
     """Faust's name for the changelog topic of ``table``."""
     return f"{app_id(settings)}-{table}-changelog"

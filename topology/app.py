@@ -5,7 +5,8 @@ per worker (no module-level app):
 
 - ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
 - ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
-- ``sink`` agent over ``pages`` + ``status`` (when ``settings.sink_enabled``);
+- the sink: a plain consumer of ``pages`` + ``status`` in its own group ``<prefix>-sink``
+  (when ``settings.sink_enabled``);
 - ``SharedView``: every crawl spec (``control``) and page-budget count (``<prefix>.budget``);
 - ``GET /metrics`` (Prometheus), ``/healthz`` (the loop runs), ``/readyz`` (partitions assigned,
   tables recovered, specs read).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
@@ -29,16 +30,14 @@ from mode import Service
 from agents.kafka_control import SharedView
 from agents.kafka_frontier import FrontierAgent, Where
 from agents.kafka_scheduler import FetchService
-from agents.kafka_sink import Sink, write_batch
+from agents.kafka_sink import Sink, SinkConsumer
 from agents.kafka_state import TableStore
 from agents.metrics import CONTENT_TYPE, Metrics
-from topology.admin import app_id
+from topology.admin import app_id, sink_group
 from topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SINK_BATCH = 100  # records per sink write
-SINK_WITHIN = 0.2  # seconds a partial sink batch waits for more records
 HEALTH_STALE = 30.0  # /healthz fails when the dispatch loop has not run for this long
 
 
@@ -152,8 +151,15 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             msg = event.message
             await frontier.handle(Where(msg.topic, msg.partition, msg.offset), msg.value)
 
+    sinker = None
     if settings.sink_enabled:
-        _add_sink(app, topic("pages", "status", internal=False), sink, settings, metrics)
+        sinker = SinkConsumer(
+            settings,
+            [f"{prefix}.pages", f"{prefix}.status"],
+            sink_group(settings),
+            _sink_opener(settings, sink),
+            metrics,
+        )
 
     def owned() -> set[int]:
         return {
@@ -178,35 +184,26 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             await self.add_runtime_dependency(view)
             if settings.fetch_enabled:
                 await self.add_runtime_dependency(fetcher)
+            if sinker is not None:
+                await self.add_runtime_dependency(sinker)
 
     _add_pages(app, metrics, fetcher, view)
     return app
 
 
-def _add_sink(
-    app: faust.App, source: Any, sink: Sink | None, settings: Settings, metrics: Metrics
-) -> None:
-    holder: dict[str, Any] = {"sink": sink}
+def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitable[Sink]]:
+    """The sink to write to: ``sink`` (tests), else Cassandra, connected when first needed."""
 
-    @app.agent(source, name="sink", concurrency=1)
-    async def write_sink(stream: Any) -> None:
-        if holder["sink"] is None:
-            from agents.sink_cassandra import CassandraSink
+    async def open_sink() -> Sink:
+        if sink is not None:
+            return sink
+        from agents.sink_cassandra import CassandraSink
 
-            cassandra = CassandraSink(settings)
-            await cassandra.start()
-            holder["sink"] = cassandra
-        async for events in stream.noack_take(SINK_BATCH, within=SINK_WITHIN):
-            await write_batch(
-                holder["sink"],
-                [
-                    (e.message.topic, e.message.partition, e.message.offset, e.message.value)
-                    for e in events
-                ],
-                metrics,
-            )
-            for e in events:
-                await stream.ack(e)
+        cassandra = CassandraSink(settings)
+        await cassandra.start()
+        return cassandra
+
+    return open_sink
 
 
 def _add_pages(app: faust.App, metrics: Metrics, fetcher: FetchService, view: SharedView) -> None:

@@ -279,3 +279,12 @@ async def test_robots_unreachable_for_good_denies_instead_of_hanging(tmp_path: P
         _, pages, urls = await crawl(tmp_path, [srv.url("/")], retries=1, robots_error_ttl=0.5)
     assert pages == [] and [u["state"] for u in urls] == ["robots_denied"]
     assert all(r.path == "/robots.txt" for r in srv.log)
+
+
+async def test_redirect_hops_keep_the_origin_delay(tmp_path: Path) -> None:
+    async with RecordingServer() as srv:
+        srv.routes.update({"/": page("/a"), "/a": redirect("/b"), "/b": redirect("/c"),
+                           "/c": page()})  # fmt: skip
+        await crawl(tmp_path, [srv.url("/")], delay=0.3)
+    assert [r.path for r in srv.log] == ["/robots.txt", "/", "/a", "/b", "/c"]
+    assert min(srv.gaps()) >= 0.3 - 0.01, srv.gaps()

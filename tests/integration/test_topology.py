@@ -83,7 +83,7 @@ def test_replaying_the_sink_topics_leaves_the_same_rows(crawled: dict[str, Any])
     assert worker.proc.wait(60) == 0
     settings = cluster.settings()
     sink_topics = [admin.topic_name(settings, t) for t in ("pages", "status")]
-    group = f"{settings.topic_prefix}-worker"
+    group = admin.sink_group(settings)
     client = AdminClient(admin.client_config(settings))
     reset = ConsumerGroupTopicPartitions(
         group, [TopicPartition(t, p, 0) for t in sink_topics for p in range(settings.partitions)]

@@ -375,3 +375,17 @@ def test_parse_retry_after(value: str | None, expected: float | None) -> None:
 def test_join_headers() -> None:
     h: CIMultiDict[str] = CIMultiDict([("Set-Cookie", "a"), ("set-cookie", "b"), ("X", "1")])
     assert join_headers(h) == {"set-cookie": "a, b", "x": "1"}
+
+
+async def test_sent_at_is_when_the_request_left() -> None:
+    policy = CrawlPolicy(crawl_id="t")
+    async with RecordingServer({"/": html("<title>x</title>")}) as srv:
+        session = make_session(policy)
+        try:
+            before = time.time()
+            result = await fetch(session, srv.url("/"), policy, hop_check=lambda _t: None)
+        finally:
+            await session.close()
+    (request,) = srv.log
+    assert before <= result.started_at <= result.sent_at
+    assert abs(result.sent_at - request.t) < 0.05  # the server saw it when we sent it
