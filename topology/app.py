@@ -118,6 +118,11 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         fut = await out["outcomes"].send(key=None, value=value, partition=partition, force=True)
         await fut
 
+    def unstick(partition: int) -> None:
+        """Put the frontier agent's input partitions back among those the consumer fetches."""
+        tps = {TP(f"{prefix}.{short}", partition) for short in ("frontier", "outcomes")}
+        app.consumer.resume_partitions(tps)
+
     def table(name: str) -> Any:
         # key_type/value_type bytes select the "raw" serializer for the table and changelog.
         return app.Table(name, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -129,6 +134,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         view=view,
         publish=publish,
         mark=mark,
+        unstick=unstick,
         metrics=metrics,
         partitions=settings.partitions,
         concurrency=settings.concurrency,
