@@ -8,11 +8,13 @@ sends them to topics.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -27,6 +29,22 @@ from schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
 log = logging.getLogger(__name__)
 
 SeenCheck = Callable[[str, str], bool]  # (crawl id, canonical URL) -> already seen?
+
+
+async def wait_first(
+    tasks: Iterable[asyncio.Future[Any]], wake: asyncio.Event, timeout: float | None
+) -> set[asyncio.Future[Any]]:
+    """Wait until one of ``tasks`` ends, ``wake`` is set or ``timeout`` passes (``None``: no
+    limit); returns the tasks that are done. Both wirings' dispatch loops sleep here."""
+    waiter = asyncio.ensure_future(wake.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {*tasks, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        waiter.cancel()
+    done.discard(waiter)
+    return done
 
 
 @dataclass
@@ -103,7 +121,7 @@ class Stages:
                 entry.url,
                 rules.policy,
                 hop_check=hop_check,
-                hop_delay=self._delay(d),
+                hop_delay=d.rules.delay_for(d.robots),
             )
         except FetchRetryable as exc:
             return Report(
@@ -205,13 +223,6 @@ class Stages:
             final_url=final_url,
         )
         return Report(outcome, page, batches)
-
-    @staticmethod
-    def _delay(d: Dispatch) -> float:
-        """The origin's delay: the policy's, raised by robots.txt Crawl-delay (capped)."""
-        policy = d.rules.policy
-        crawl_delay = d.robots.crawl_delay(policy.user_agent) if d.robots is not None else None
-        return max(policy.delay, min(crawl_delay or 0.0, policy.max_crawl_delay))
 
     @staticmethod
     def _group(

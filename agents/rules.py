@@ -60,11 +60,14 @@ class CrawlRules:
         return self.policy.obey_robots and state.robots_expires <= now
 
     def delay(self, state: OriginState) -> float:
-        """Gap between request starts: max(policy delay, robots Crawl-delay capped)."""
+        """Gap between request starts for the origin of ``state``."""
+        return self.delay_for(self.robots(state) if self.policy.obey_robots else None)
+
+    def delay_for(self, robots: RobotsRules | None) -> float:
+        """max(policy delay, robots.txt Crawl-delay capped by ``max_crawl_delay``)."""
         delay = self.policy.delay
-        rules = self.robots(state) if self.policy.obey_robots else None
-        if rules is not None:
-            crawl_delay = rules.crawl_delay(self.policy.user_agent)
+        if robots is not None:
+            crawl_delay = robots.crawl_delay(self.policy.user_agent)
             if crawl_delay:
                 delay = max(delay, min(crawl_delay, self.policy.max_crawl_delay))
         return delay
