@@ -31,7 +31,7 @@ from agents.kafka_control import SharedView
 from agents.kafka_frontier import MARKER, Publisher
 from agents.kafka_state import TableStore, partition_for
 from agents.metrics import Metrics
-from agents.pipeline import Report, Stages
+from agents.pipeline import Report, Stages, wait_first
 from agents.scheduler import Dispatch, Scheduler
 from agents.state import ORIGINS
 from schemas.codec import encode
@@ -247,15 +247,7 @@ class FetchService(Service):
         if len(self._inflight) >= self.concurrency:
             timeout = 1.0
         self._wake.clear()
-        waiters: set[asyncio.Future[Any]] = set(self._inflight)
-        wake = asyncio.ensure_future(self._wake.wait())
-        waiters.add(wake)
-        try:
-            done, _ = await asyncio.wait(
-                waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            wake.cancel()
+        done = await wait_first(self._inflight, self._wake, timeout)
         for task in done:
             if task in self._inflight:
                 self._reap(task)  # type: ignore[arg-type]

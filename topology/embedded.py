@@ -14,13 +14,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 
 from agents.fetch import make_session
 from agents.frontier import Frontier, admitted_count, load_origin, seen_key
-from agents.pipeline import Report, Stages
+from agents.pipeline import Report, Stages, wait_first
 from agents.rules import CrawlRules
 from agents.scheduler import Dispatch, Scheduler
 from agents.sink_files import FilesSink
@@ -209,15 +209,7 @@ class EmbeddedCrawl:
         timeout = None if ready_at is None else max(0.0, ready_at - time.time())
         if tasks and len(tasks) >= self.concurrency:
             timeout = None
-        waiters: set[asyncio.Future[Any]] = set(tasks)
-        stop = asyncio.ensure_future(self._stopping.wait())
-        waiters.add(stop)
-        try:
-            done, _ = await asyncio.wait(
-                waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            stop.cancel()
+        done = await wait_first(tasks, self._stopping, timeout)
         for task in done:
             if task in tasks:
                 self._finish(task, tasks)  # type: ignore[arg-type]
