@@ -16,6 +16,7 @@ import logging
 import socket
 import sys
 import time
+from collections.abc import Callable
 
 NO_CLIENT = 2
 
@@ -41,6 +42,21 @@ def port_free(port: int) -> bool:
         return True
 
 
+def _until_ready(what: str, attempt: Callable[[], bool], timeout: float) -> int:
+    """Call ``attempt`` every 0.5 s until it returns True (exit 0) or ``timeout`` passes (exit 1,
+    with the last error)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if attempt():
+                return 0
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                print(f"{what} not ready: {exc}", file=sys.stderr)
+                return 1
+        time.sleep(0.5)
+
+
 def kafka_ready(bootstrap: str, timeout: float) -> int:
     try:
         from confluent_kafka.admin import AdminClient
@@ -50,17 +66,9 @@ def kafka_ready(bootstrap: str, timeout: float) -> int:
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            brokers = admin.list_topics(timeout=5).brokers
-            if brokers:
-                return 0
-        except Exception as exc:
-            if time.monotonic() > deadline:
-                print(f"kafka at {bootstrap} not ready: {exc}", file=sys.stderr)
-                return 1
-        time.sleep(0.5)
+    return _until_ready(
+        f"kafka at {bootstrap}", lambda: bool(admin.list_topics(timeout=5).brokers), timeout
+    )
 
 
 def _kafka_ready_aiokafka(bootstrap: str, timeout: float) -> int:
@@ -80,16 +88,11 @@ def _kafka_ready_aiokafka(bootstrap: str, timeout: float) -> int:
         finally:
             await admin.close()
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            asyncio.run(probe())
-            return 0
-        except Exception as exc:
-            if time.monotonic() > deadline:
-                print(f"kafka at {bootstrap} not ready: {exc}", file=sys.stderr)
-                return 1
-        time.sleep(0.5)
+    def attempt() -> bool:
+        asyncio.run(probe())
+        return True
+
+    return _until_ready(f"kafka at {bootstrap}", attempt, timeout)
 
 
 def cassandra_ready(endpoint: str, timeout: float) -> int:
@@ -100,20 +103,16 @@ def cassandra_ready(endpoint: str, timeout: float) -> int:
         return NO_CLIENT
     logging.getLogger("cassandra").setLevel(logging.CRITICAL)
     host, _, port = endpoint.rpartition(":")
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def attempt() -> bool:
         cluster = Cluster([host], port=int(port), connect_timeout=5, control_connection_timeout=5)
         try:
             row = cluster.connect().execute("SELECT release_version FROM system.local").one()
-            if row is not None:
-                return 0
-        except Exception as exc:
-            if time.monotonic() > deadline:
-                print(f"cassandra at {endpoint} not ready: {exc}", file=sys.stderr)
-                return 1
+            return row is not None
         finally:
             cluster.shutdown()
-        time.sleep(0.5)
+
+    return _until_ready(f"cassandra at {endpoint}", attempt, timeout)
 
 
 def main(argv: list[str]) -> int:
