@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     cassandra_password: SecretStr | None = Field(None, description="Cassandra password.")
     cassandra_local_dc: str | None = Field(None, description="Local data centre for routing.")
     state_dir: Path = Field(Path("state"), description="Directory of RocksDB state.")
+    table_memory_mb: int = Field(
+        8,
+        ge=2,
+        le=4096,
+        description="RocksDB memory per table partition a worker holds (memtables + block "
+        "cache), MiB; a worker holds 3 tables x its partitions.",
+    )
     web_host: str = Field("0.0.0.0", description="Bind address of the worker's web port.")
     web_port: int = Field(6066, ge=1, le=65535, description="Worker web port: health, /metrics.")
     concurrency: int = Field(

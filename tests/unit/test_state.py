@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from agents.errors import StateError
-from agents.state import Changes, MemoryStore, RocksStore, Store
+from agents.state import (
+    WRITE_BUFFER_BYTES,
+    WRITE_BUFFERS,
+    Changes,
+    MemoryStore,
+    RocksStore,
+    Store,
+)
 
 
 @pytest.fixture(params=["memory", "rocksdb"])
@@ -57,5 +64,22 @@ def test_rocks_locked_dir_gives_an_actionable_error(tmp_path: Path) -> None:
     try:
         with pytest.raises(StateError, match="stop that one"):
             RocksStore(tmp_path / "db")
+    finally:
+        s.close()
+
+
+def test_rocks_memtables_stay_within_their_budget(tmp_path: Path) -> None:
+    """The frontier's write pattern (a key rewritten again and again, keys put then deleted)
+    must not pile up in memory: memtables are flushed at WRITE_BUFFER_BYTES."""
+    s = RocksStore(tmp_path / "db")
+    try:
+        value = b"x" * 200
+        for i in range(60_000):  # ~24 MiB written: six times one memtable
+            s.write({b"o" + str(i % 50).encode(): value, b"p%d" % i: value})
+            s.write({b"p%d" % i: None})
+        in_memory = s._db.property_int_value("rocksdb.cur-size-all-mem-tables")
+        assert in_memory is not None
+        assert in_memory <= WRITE_BUFFERS * WRITE_BUFFER_BYTES * 1.1
+        assert s.get(b"o7") == value and s.get(b"p59999") is None
     finally:
         s.close()

@@ -114,6 +114,7 @@ Every name here must be one that topology.settings.Settings reads (tests/helm ch
   "STREAMCRAWL_CONCURRENCY" (toString (int $w.concurrency))
   "STREAMCRAWL_SINK_CONCURRENCY" (toString (int $w.sinkConcurrency))
   "STREAMCRAWL_MAX_ORIGINS_IN_MEMORY" (toString (int $w.maxOriginsInMemory))
+  "STREAMCRAWL_TABLE_MEMORY_MB" (toString (int $w.tableMemoryMb))
   "STREAMCRAWL_SINK_ENABLED" (toString $w.sinkEnabled)
   "STREAMCRAWL_FETCH_ENABLED" (toString $w.fetchEnabled)
   "STREAMCRAWL_LOG_LEVEL" $w.logLevel
