@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agents.frontier import Frontier, admitted_count
+from agents.frontier import Admission, Frontier, admitted_count
 from agents.kafka_control import SharedView, budget_key
 from agents.kafka_state import TableStore, partition_for
 from agents.metrics import Metrics
@@ -151,41 +151,72 @@ class FrontierAgent:
         if isinstance(record, FrontierBatch):
             await self._admit(where, record, rules)
         else:
-            await self._apply(record, rules)
+            await self._apply(where, record, rules)
 
     async def _admit(self, where: Where, batch: FrontierBatch, rules: CrawlRules) -> None:
         ch = Changes(self.store)
-        budget = self._budget(ch, batch.crawl_id, rules, where.partition)
-        admission = self.frontier.admit(ch, batch, rules, budget=budget)
-        misrouted = [
-            (
-                origin.encode(),
-                encode(FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs))),
-            )
-            for origin, refs in admission.misrouted.items()
-        ]
+        admission, budgeted = self._admission(ch, where, batch, rules)
         await self._send_statuses(admission.statuses)
-        if misrouted:
-            await self.publish("frontier", misrouted)
+        await self._reroute(batch.crawl_id, admission)
         ch.commit()
-        self.metrics.duplicates.inc(admission.duplicates)
-        self.metrics.admitted.inc(len(admission.queued))
-        if admission.queued and budget is not None:
-            count = admitted_count(self.store, batch.crawl_id)
-            await self.publish(
-                "budget", [(budget_key(batch.crawl_id, where.partition), str(count).encode())]
-            )
+        await self._admitted(where, batch.crawl_id, admission, budgeted)
         if admission.state is not None and admission.queued:
             self.hook.admitted(admission.state)
 
-    async def _apply(self, outcome: Outcome, rules: CrawlRules) -> None:
+    async def _apply(self, where: Where, outcome: Outcome, rules: CrawlRules) -> None:
+        """Admit the outcome's own-origin links, then apply it: one state change, one send of
+        the statuses of both, then the commit."""
         ch = Changes(self.store)
+        admission, budgeted = None, False
+        if outcome.links:
+            links = FrontierBatch(
+                crawl_id=outcome.crawl_id, origin=outcome.origin, urls=outcome.links
+            )
+            admission, budgeted = self._admission(ch, where, links, rules)
         applied = self.frontier.apply(ch, outcome, rules)
-        await self._send_statuses(applied.statuses)
+        statuses = applied.statuses if admission is None else admission.statuses + applied.statuses
+        await self._send_statuses(statuses)
+        if admission is not None:
+            await self._reroute(outcome.crawl_id, admission)
         ch.commit()
+        if admission is not None:
+            await self._admitted(where, outcome.crawl_id, admission, budgeted)
         if applied.retried:
             self.metrics.retries.inc()
         self.hook.applied(outcome.origin, outcome.seq, applied.state)
+
+    def _admission(
+        self, ch: Changes, where: Where, batch: FrontierBatch, rules: CrawlRules
+    ) -> tuple[Admission, bool]:
+        """``Frontier.admit`` within the crawl's page budget; also whether a budget applies."""
+        budget = self._budget(ch, batch.crawl_id, rules, where.partition)
+        return self.frontier.admit(ch, batch, rules, budget=budget), budget is not None
+
+    async def _reroute(self, crawl_id: str, admission: Admission) -> None:
+        """Send URLs whose canonical origin is not the batch's to the partition that owns it."""
+        if admission.misrouted:
+            await self.publish(
+                "frontier",
+                [
+                    (
+                        origin.encode(),
+                        encode(FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))),
+                    )
+                    for origin, refs in admission.misrouted.items()
+                ],
+            )
+
+    async def _admitted(
+        self, where: Where, crawl_id: str, admission: Admission, budgeted: bool
+    ) -> None:
+        """After the commit: count, and publish this partition's admitted total (page budget)."""
+        self.metrics.duplicates.inc(admission.duplicates)
+        self.metrics.admitted.inc(len(admission.queued))
+        if admission.queued and budgeted:
+            count = admitted_count(self.store, crawl_id)
+            await self.publish(
+                "budget", [(budget_key(crawl_id, where.partition), str(count).encode())]
+            )
 
     def _budget(self, ch: Changes, crawl_id: str, rules: CrawlRules, partition: int) -> int | None:
         """How many more URLs this batch may queue. Overshoot is bounded by what the other

@@ -2,10 +2,11 @@
 
 It keeps ``agents.scheduler.Scheduler`` (the in-memory politeness index) over the origins of
 the partitions this worker owns, runs ready dispatches through ``agents.pipeline.Stages`` and
-publishes each report: the page to ``pages``, ONE batch per target origin to ``frontier``, and
-only then the outcome to ``outcomes``, all keyed by origin. The frontier agent (same process,
-the single writer) applies the outcome and calls ``applied`` back, which frees the slot; until
-then the URL stays at its queue head, so a crash refetches it (at-least-once).
+publishes each report: the page to ``pages``, ONE batch per other target origin to ``frontier``,
+and only then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by
+origin. The frontier agent (same process, the single writer) applies the outcome and calls
+``applied`` back, which frees the slot; until then the URL stays at its queue head, so a crash
+refetches it (at-least-once).
 
 Ownership follows the consumer group: ``rebuild`` after table recovery for the partitions newly
 owned (each origin waits one delay first: the previous owner may just have fetched it), and
@@ -282,20 +283,24 @@ class FetchService(Service):
         return report
 
     async def _publish(self, report: Report) -> None:
-        """Page and link batches first, the outcome last: once the outcome is applied the URL
-        leaves its queue, so everything it produced must already be in Kafka."""
+        """Page and other origins' link batches first, the outcome last: once the outcome is
+        applied the URL leaves its queue, so everything it produced must already be in Kafka.
+        The links of the outcome's own origin ride in the outcome (``Outcome.links``)."""
+        outcome = report.outcome
+        own = [b for b in report.batches if b.origin == outcome.origin]
+        others = [b for b in report.batches if b.origin != outcome.origin]
+        if own:
+            links = tuple(ref for b in own for ref in b.urls)
+            outcome = msgspec.structs.replace(outcome, links=outcome.links + links)
         sends = []
         if report.page is not None:
             sends.append(
                 self.publish("pages", [(report.page.origin.encode(), encode(report.page))])
             )
-        if report.batches:
-            sends.append(
-                self.publish("frontier", [(b.origin.encode(), encode(b)) for b in report.batches])
-            )
+        if others:
+            sends.append(self.publish("frontier", [(b.origin.encode(), encode(b)) for b in others]))
         if sends:
             await asyncio.gather(*sends)
-        outcome = report.outcome
         await self.publish("outcomes", [(outcome.origin.encode(), encode(outcome))])
 
     async def _finish(self, tasks: Sequence[asyncio.Task[Report | None]], grace: float) -> None:

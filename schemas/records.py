@@ -121,6 +121,9 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     ``state`` is a terminal state, or ``"retry"`` when the attempt failed and may be retried.
     ``seq`` identifies the queue entry that was fetched (robots outcomes have ``seq = -1``).
     ``backoff`` tells the frontier to back the origin off (429/503, 5xx, timeouts).
+    ``links`` are URLs of this same origin found in the page: the frontier admits them and
+    applies the outcome in one state change (one message instead of a ``frontier`` batch plus
+    the outcome); links of other origins still travel as ``frontier`` batches.
     """
 
     v: int = SCHEMA_VERSION
@@ -141,6 +144,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     final_url: str | None = None
     robots_body: str | None = None
     robots_status: int | None = None
+    links: tuple[UrlRef, ...] = ()
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
