@@ -25,3 +25,22 @@ def test_every_table_of_the_worker_gets_its_own_bounded_options(tmp_path: Path) 
     for opts in options.values():
         assert opts == table_options(settings)
     assert len({id(o) for o in options.values()}) == 3  # Faust pops keys: never shared
+
+
+def test_the_worker_keeps_the_root_logger_at_the_configured_level(tmp_path: Path) -> None:
+    """Faust's spinner would put the root logger at DEBUG: every aiokafka debug call then
+    builds a LogRecord on the hot path."""
+    import logging
+
+    from topology.kafka_commands import make_worker
+
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    try:
+        worker = make_worker(create_app(load_settings(state_dir=tmp_path)), "WARNING")
+        worker._setup_logging()
+        assert root.level == logging.WARNING
+        assert not logging.getLogger("aiokafka.producer.producer").isEnabledFor(logging.DEBUG)
+    finally:
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]
