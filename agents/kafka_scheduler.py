@@ -62,6 +62,7 @@ class FetchService(Service):
         partitions: int,
         concurrency: int,
         max_origins: int = 100_000,
+        max_unapplied: int | None = None,
         halted: Callable[[], bool] = lambda: False,
         **kwargs: Any,
     ) -> None:
@@ -75,12 +76,17 @@ class FetchService(Service):
         self.metrics = metrics
         self.partitions = partitions
         self.concurrency = concurrency
+        # Fetching pauses while this many fetched URLs wait for the frontier to apply their
+        # outcomes: the fetcher never runs unboundedly ahead of the single table writer (the
+        # consumer's read-ahead and the scheduler's skip sets would grow with the crawl).
+        self.max_unapplied = max_unapplied if max_unapplied is not None else 4 * concurrency
         self.halted = halted  # the app is stopping: start nothing new
         self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
         self.owned: set[int] = set()
         self.stopping = False
         self.loop_alive = 0.0  # last time the dispatch loop ran (health)
         self._inflight: dict[asyncio.Task[Report | None], Dispatch] = {}
+        self._publishing: set[asyncio.Task[Report | None]] = set()  # fetched, now publishing
         self._wake = asyncio.Event()
         self._queued: dict[str, int] = {}
         self._last_start: dict[str, float] = {}
@@ -224,14 +230,25 @@ class FetchService(Service):
     async def _dispatch_loop(self) -> None:
         while not self.stopping and not self.should_stop:
             self.loop_alive = time.time()
-            room = self.concurrency - len(self._inflight)
+            fetching = self._fetching()
+            # Backpressure: fetched-but-unapplied URLs stay under max_unapplied (``applied``
+            # wakes the loop when the frontier agent catches up).
+            room = min(
+                self.concurrency - fetching,
+                self.max_unapplied - self.scheduler.settling - fetching,
+            )
             if room > 0 and not self.halted():
                 now = time.time()
                 for d in self.scheduler.take(now, room):
                     self._dispatched(d, now)
-            self.metrics.in_flight.set(len(self._inflight))
+            self.metrics.in_flight.set(self._fetching())
+            self.metrics.unapplied.set(self.scheduler.settling)
             self.metrics.origins_tracked.set(len(self.scheduler))
             await self._wait()
+
+    def _fetching(self) -> int:
+        """Requests in flight: dispatches not yet fetched (publishing ones hold no connection)."""
+        return len(self._inflight) - len(self._publishing)
 
     def _dispatched(self, d: Dispatch, now: float) -> None:
         if d.kind in ("robots", "page"):
@@ -245,7 +262,7 @@ class FetchService(Service):
     async def _wait(self) -> None:
         ready_at = self.scheduler.next_ready_at()
         timeout = 1.0 if ready_at is None else min(1.0, max(0.0, ready_at - time.time()))
-        if len(self._inflight) >= self.concurrency:
+        if self._fetching() >= self.concurrency or self.scheduler.settling >= self.max_unapplied:
             timeout = 1.0
         self._wake.clear()
         done = await wait_first(self._inflight, self._wake, timeout)
@@ -255,6 +272,7 @@ class FetchService(Service):
 
     def _reap(self, task: asyncio.Task[Report | None]) -> None:
         d = self._inflight.pop(task)
+        self._publishing.discard(task)
         if task.cancelled() or task.exception() is not None or task.result() is None:
             # No outcome was published: free the slot; the URL is still at its queue head.
             self.scheduler.done(d.origin, d.seq, None)
@@ -269,17 +287,21 @@ class FetchService(Service):
             log.exception("stage failed on %s", d.entry.url if d.entry else d.origin, extra=where)
             return None
         self.metrics.fetched(report.outcome, report.page)
+        outcome = report.outcome
+        task = asyncio.current_task()
+        if task is not None:
+            self._publishing.add(task)  # type: ignore[arg-type]
+        if outcome.kind == "page" and not outcome.backoff and outcome.state != "retry":
+            # Free the slot now, not when the frontier has applied the outcome: that round trip
+            # through Kafka would otherwise be added to every request of the origin. If the
+            # publish fails, ``_reap`` ends the dispatch (the URL is still at its queue head).
+            self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
+            self._wake.set()
         try:
             await self._publish(report)
         except Exception:
             log.exception("cannot publish the report of %s", report.outcome.url, extra=where)
             return None
-        outcome = report.outcome
-        if outcome.kind == "page" and not outcome.backoff and outcome.state != "retry":
-            # Free the slot now, not when the frontier has applied the outcome: that round trip
-            # through Kafka would otherwise be added to every request of the origin.
-            self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
-            self._wake.set()
         return report
 
     async def _publish(self, report: Report) -> None:

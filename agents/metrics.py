@@ -20,6 +20,7 @@ from schemas.records import Outcome, Page
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _WAIT = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300)
+_EVENT = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
 
 
 class Metrics:
@@ -45,6 +46,19 @@ class Metrics:
             "streamcrawl_scheduler_politeness_wait_seconds",
             "How late a dispatch started after its origin became ready (scheduler lag).",
             buckets=_WAIT,
+            registry=r,
+        )
+        self.frontier_event = Histogram(
+            "streamcrawl_frontier_event_seconds",
+            "Time the frontier agent spent applying one event (sends awaited), by topic.",
+            ["topic"],
+            buckets=_EVENT,
+            registry=r,
+        )
+        self.unapplied = Gauge(
+            "streamcrawl_scheduler_unapplied",
+            "Fetched URLs whose outcome the frontier has not applied yet (fetching pauses at "
+            "the cap).",
             registry=r,
         )
         self.outcomes = Counter(

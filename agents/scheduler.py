@@ -65,6 +65,7 @@ class Scheduler:
         self._states: dict[str, OriginState] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._tick = itertools.count()
+        self.settling = 0  # fetched, outcome not applied yet (all origins; see ``fetched``)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -90,7 +91,9 @@ class Scheduler:
     def forget(self, origin: str) -> None:
         """Drop an origin (its partition was revoked); in-flight work is the caller's to end."""
         self._states.pop(origin, None)
-        self.slots.pop(origin, None)
+        slot = self.slots.pop(origin, None)
+        if slot is not None:
+            self.settling -= len(slot.settling)
 
     def origins(self) -> list[str]:
         return list(self._states)
@@ -140,6 +143,7 @@ class Scheduler:
         if slot is not None and seq in slot.in_flight:
             slot.in_flight.discard(seq)
             slot.settling.add(seq)
+            self.settling += 1
             # The request really started a little after its dispatch (event-loop latency):
             # the delay counts from the real start, as the frontier's next_fetch_at does.
             slot.last_start = max(slot.last_start, started_at)
@@ -151,7 +155,9 @@ class Scheduler:
         slot = self.slots.get(origin)
         if slot is not None:
             slot.in_flight.discard(seq)
-            slot.settling.discard(seq)
+            if seq in slot.settling:
+                slot.settling.discard(seq)
+                self.settling -= 1
         if state is not None:
             self.track(state)
         elif slot is not None and origin in self._states:

@@ -159,9 +159,12 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
 
     @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
+        timing = metrics.frontier_event
         async for event in stream.events():
             msg = event.message
+            started = time.perf_counter()
             await frontier.handle(Where(msg.topic, msg.partition, msg.offset), msg.value)
+            timing.labels(msg.topic.rpartition(".")[2]).observe(time.perf_counter() - started)
 
     sinker = None
     if settings.sink_enabled:

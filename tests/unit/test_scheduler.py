@@ -156,3 +156,22 @@ def test_fetched_frees_the_slot_before_the_outcome_is_applied() -> None:
     assert third.seq not in (first.seq, nxt.seq)
     sched.fetched(A, third.seq, 2.3)  # started late: the next request waits from 2.3
     assert [d for d in sched.take(3.2, 10) if d.origin == A] == []
+
+
+def test_settling_counts_fetched_outcomes_until_applied_or_forgotten() -> None:
+    sched, store, r, f = setup(n=3, delay=0.0, per_origin_concurrency=3)
+    ds = sched.take(0.0, 10)
+    assert len(ds) == 6 and sched.settling == 0
+    for d in ds:
+        sched.fetched(d.origin, d.seq, 0.0)
+    sched.fetched(ds[0].origin, ds[0].seq, 0.0)  # reported twice: counted once
+    assert sched.settling == 6
+    finish(sched, store, r, f, ds[0], 0.0)
+    sched.done(ds[0].origin, ds[0].seq, None)  # a late duplicate `done`: no double count
+    assert sched.settling == 5
+    sched.forget(B)  # B's partition revoked: its 3 settling entries no longer count
+    assert sched.settling == 2
+    for d in ds[1:]:
+        if d.origin == A:
+            finish(sched, store, r, f, d, 0.0)
+    assert sched.settling == 0
