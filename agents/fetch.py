@@ -71,8 +71,9 @@ class FetchResult(msgspec.Struct, kw_only=True):
     redirect_target: str | None = None  # absolute target of a redirect that was not followed
 
 
-class _Sent:
-    """Per-request trace context: when the request headers were written."""
+class SentAt:
+    """Per-request trace context (``trace_request_ctx``) of a session from ``make_session``:
+    ``at`` is when the request headers were written (epoch seconds; 0.0: not sent)."""
 
     __slots__ = ("at",)
 
@@ -86,7 +87,7 @@ async def _mark_sent(
     _params: aiohttp.TraceRequestHeadersSentParams,
 ) -> None:
     sent = getattr(ctx, "trace_request_ctx", None)
-    if isinstance(sent, _Sent):
+    if isinstance(sent, SentAt):
         sent.at = time.time()
 
 
@@ -280,7 +281,7 @@ async def _fetch(
     hop_delay: float,
 ) -> FetchResult:
     current = url
-    sent = _Sent()
+    sent = SentAt()
     hops: list[str] = []
     visited = {url.partition("#")[0]}
     headers = request_headers(policy)

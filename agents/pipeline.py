@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from agents.errors import FetchPermanent, FetchRetryable
-from agents.fetch import FetchResult, fetch
+from agents.fetch import FetchResult, SentAt, fetch
 from agents.parse import parse_html
 from agents.robots import fetch_robots, robots_url, x_robots_tag
 from agents.rules import CrawlRules
@@ -77,8 +77,9 @@ class Stages:
         return await self._page(d)
 
     async def _robots(self, d: Dispatch) -> Report:
-        started = time.time()
-        status, body = await fetch_robots(self.session, d.origin, d.rules.policy)
+        sent = SentAt()
+        dispatched = time.time()
+        status, body = await fetch_robots(self.session, d.origin, d.rules.policy, sent)
         outcome = Outcome(
             crawl_id=d.rules.policy.crawl_id,
             origin=d.origin,
@@ -87,7 +88,8 @@ class Stages:
             url=robots_url(d.origin),
             state=TerminalState.FETCHED,
             status=status,
-            started_at=started,
+            # The origin's delay counts from when the request was on the wire (as for pages).
+            started_at=sent.at or dispatched,
             finished_at=time.time(),
             robots_status=status,
             robots_body=body,

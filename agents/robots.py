@@ -31,6 +31,7 @@ from protego import Protego
 
 from agents.fetch import (
     REDIRECT_STATUSES,
+    SentAt,
     client_timeout,
     read_body,
     request_headers,
@@ -146,7 +147,7 @@ def robots_expiry(status: int | None, now: float, policy: CrawlPolicy) -> float:
 
 
 async def fetch_robots(
-    session: aiohttp.ClientSession, origin: str, policy: CrawlPolicy
+    session: aiohttp.ClientSession, origin: str, policy: CrawlPolicy, sent: SentAt | None = None
 ) -> tuple[int | None, str | None]:
     """GET ``origin``/robots.txt; returns ``(status, text)``, never raises for network errors.
 
@@ -154,7 +155,8 @@ async def fetch_robots(
     to any http(s) URL; the rules still apply to ``origin``. A sixth redirect, or one without a
     usable Location, returns ``(3xx, None)``, which ``RobotsRules.from_response`` reads as
     "unavailable" (allow all). ``text`` is the first 500 KiB decoded as UTF-8 for a 2xx, else
-    None. ``(None, None)``: unreachable (DNS, connection refused or reset, timeout).
+    None. ``(None, None)``: unreachable (DNS, connection refused or reset, timeout). ``sent``
+    (optional) gets when the last request was written, for the origin's politeness delay.
     """
     url = robots_url(origin)
     status: int | None = None
@@ -163,7 +165,11 @@ async def fetch_robots(
     try:
         for _ in range(ROBOTS_MAX_REDIRECTS + 1):
             async with session.get(
-                url, headers=headers, allow_redirects=False, timeout=timeout
+                url,
+                headers=headers,
+                allow_redirects=False,
+                timeout=timeout,
+                trace_request_ctx=sent,
             ) as resp:
                 status = resp.status
                 if status in REDIRECT_STATUSES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from agents.fetch import make_session
+from agents.fetch import SentAt, make_session
 from agents.robots import (
     ROBOTS_MAX_BYTES,
     RobotsRules,
@@ -353,3 +354,18 @@ def test_x_robots_tag_multidict(values: list[str], expected: set[str]) -> None:
 def test_x_robots_tag_joined_dict() -> None:
     assert x_robots_tag({"x-robots-tag": "noindex, googlebot: nofollow"}, UA) == {"noindex"}
     assert x_robots_tag({"content-type": "text/html"}, UA) == frozenset()
+
+
+async def test_fetch_reports_when_the_last_request_was_sent(
+    session: aiohttp.ClientSession,
+) -> None:
+    """The origin's delay counts from the robots.txt request's send time, not its dispatch."""
+    routes = {"/robots.txt": redirect("/real"), "/real": text("User-agent: *\nAllow: /\n")}
+    async with RecordingServer(routes) as srv:
+        sent = SentAt()
+        before = time.time()
+        assert (await fetch_robots(session, srv.origin, POLICY, sent))[0] == 200
+        first, last = srv.log
+        assert before <= first.t <= last.t
+        assert last.t - 0.05 <= sent.at <= last.t  # the redirect target's request, not the first
+        assert sent.at > first.t
