@@ -3,7 +3,7 @@
 Pure logic over a ``Changes`` overlay (see ``agents.state``): the single writer (the embedded
 runner, or the Faust frontier agent) calls ``admit`` for discovered URLs and ``apply`` for fetch
 outcomes, then commits the overlay atomically. Both are idempotent: a replayed batch finds its
-URLs seen; a replayed outcome finds its queue entry gone.
+URLs seen; a replayed outcome finds its queue entry gone and only repeats its terminal status.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ class Frontier:
         key = pending_key(outcome.origin, outcome.seq)
         raw = ch.get(key)
         if raw is None:
-            return Applied([], st, replayed=True)
+            return Applied(self._replayed(outcome, rules), st, replayed=True)
         entry = _decode_entry(raw)
         policy = rules.policy
         self._time(st, outcome, rules)
@@ -209,6 +209,7 @@ class Frontier:
             ch.put(origin_key(outcome.origin), _encode(st))
             return Applied([], st, retried=True)
         state = TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
+        entry = msgspec.structs.replace(entry, attempts=_attempts(entry.attempts, outcome))
         ch.delete(key)
         if outcome.final_url and outcome.final_url != entry.url:
             ch.put(seen_key(entry.crawl_id, outcome.final_url), str(entry.depth).encode())
@@ -217,19 +218,22 @@ class Frontier:
         if state is TerminalState.FETCHED:
             st.fetched += 1
         ch.put(origin_key(outcome.origin), _encode(st))
-        status = UrlStatus(
-            crawl_id=entry.crawl_id,
-            url=entry.url,
-            origin=outcome.origin,
-            state=state,
-            depth=entry.depth,
-            attempts=entry.attempts + (1 if outcome.started_at > 0 else 0),
-            status=outcome.status,
-            last_error=outcome.error,
-            final_url=outcome.final_url,
-            updated_at=outcome.finished_at,
+        return Applied([_terminal(entry, outcome, state)], st)
+
+    def _replayed(self, outcome: Outcome, rules: CrawlRules) -> list[UrlStatus]:
+        """The terminal status a replayed outcome produced the first time, rebuilt from the
+        outcome alone (its entry is gone), so that a status lost in a crash between the table
+        commit and its delivery is sent again. A retry that re-queued its entry had none."""
+        if outcome.state == RETRY and outcome.attempts <= rules.policy.retries:
+            return []
+        state = TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
+        entry = QueueEntry(
+            crawl_id=outcome.crawl_id,
+            url=outcome.url,
+            depth=outcome.depth,
+            attempts=_attempts(outcome.attempts - 1, outcome),  # Outcome.attempts = entry's + 1
         )
-        return Applied([status], st)
+        return [_terminal(entry, outcome, state)]
 
     def _apply_robots(
         self, ch: Changes, outcome: Outcome, rules: CrawlRules, st: OriginState
@@ -273,3 +277,24 @@ def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
     """robots.txt failed (5xx/unreachable) but not yet often enough to give up on the origin."""
     failed = st.robots_expires > 0 and (st.robots_status is None or st.robots_status >= 500)
     return failed and st.failures <= rules.policy.retries
+
+
+def _attempts(before: int, outcome: Outcome) -> int:
+    """Attempts of an entry once ``outcome`` is applied (a dispatch without request: none)."""
+    return before + (1 if outcome.started_at > 0 else 0)
+
+
+def _terminal(entry: QueueEntry, outcome: Outcome, state: TerminalState) -> UrlStatus:
+    """The terminal status of ``entry`` (attempts already counted) ended by ``outcome``."""
+    return UrlStatus(
+        crawl_id=entry.crawl_id,
+        url=entry.url,
+        origin=outcome.origin,
+        state=state,
+        depth=entry.depth,
+        attempts=entry.attempts,
+        status=outcome.status,
+        last_error=outcome.error,
+        final_url=outcome.final_url,
+        updated_at=outcome.finished_at,
+    )

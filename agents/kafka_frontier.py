@@ -40,9 +40,16 @@ SPEC_WAIT = 60.0
 
 
 class Publisher(Protocol):
-    """Sends values to ``<prefix>.<short>`` keyed by ``key``; returns once Kafka acked them all."""
+    """Sends values to ``<prefix>.<short>`` keyed by ``key``; returns once Kafka acked them all.
 
-    def __call__(self, short: str, items: Sequence[tuple[bytes, bytes]]) -> Awaitable[None]: ...
+    ``on_commit=True`` (only inside the frontier agent's event): attach them to the event
+    being handled instead; Faust publishes them, and waits for the acks, before it commits that
+    event's offset (a send error crashes the consumer: the event is replayed).
+    """
+
+    def __call__(
+        self, short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
+    ) -> Awaitable[None]: ...
 
 
 class SchedulerHook(Protocol):
@@ -174,10 +181,14 @@ class FrontierAgent:
             )
             admission, budgeted = self._admission(ch, where, links, rules)
         applied = self.frontier.apply(ch, outcome, rules)
-        statuses = applied.statuses if admission is None else admission.statuses + applied.statuses
-        await self._send_statuses(statuses)
         if admission is not None:
+            # A replay finds these URLs seen and would not repeat their statuses: sent first.
+            await self._send_statuses(admission.statuses)
             await self._reroute(outcome.crawl_id, admission)
+        # The outcome's own terminal status ships with the event's offset commit, not awaited
+        # here (a produce round trip per fetched page was most of the agent's time): a replay
+        # after a crash rebuilds it from the outcome (``Frontier.apply`` on a replayed outcome).
+        await self._send_statuses(applied.statuses, on_commit=True)
         ch.commit()
         if admission is not None:
             await self._admitted(where, outcome.crawl_id, admission, budgeted)
@@ -228,9 +239,10 @@ class FrontierAgent:
         elsewhere = self.view.admitted_elsewhere(crawl_id, partition, self.partitions)
         return max(0, max_pages - here - elsewhere)
 
-    async def _send_statuses(self, statuses: list[UrlStatus]) -> None:
+    async def _send_statuses(self, statuses: list[UrlStatus], *, on_commit: bool = False) -> None:
         if not statuses:
             return
-        await self.publish("status", [(s.origin.encode(), encode(s)) for s in statuses])
+        items = [(s.origin.encode(), encode(s)) for s in statuses]
+        await self.publish("status", items, on_commit=on_commit)
         for status in statuses:
             self.metrics.terminal.labels(str(status.state)).inc()

@@ -84,6 +84,9 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         producer_max_request_size=settings.max_message_bytes,
         consumer_max_fetch_size=settings.max_message_bytes,
         broker_commit_interval=1.0,
+        # Sends with force=False inside an agent wait for the event's offset commit (see
+        # ``publish``): the frontier's per-page statuses; every other send is force=True.
+        stream_publish_on_commit=True,
         # A worker killed -9 hands its partitions over after this (Faust's default is 60 s);
         # the rebalance timeout leaves room for REVOKE_GRACE of in-flight requests.
         broker_session_timeout=15.0,
@@ -106,11 +109,16 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     out = {s: topic(s, internal=False) for s in ("frontier", "outcomes", "pages", "status")}
     out["budget"] = topic("budget", internal=True, partitions=1, compacting=True)
 
-    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
-        """Send and wait for every ack (Faust ``send`` returns the delivery future)."""
-        futures = [await out[short].send(key=k, value=v, force=True) for k, v in items]
-        for fut in futures:
-            await fut
+    async def publish(
+        short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
+    ) -> None:
+        """Send and wait for every ack (Faust ``send`` returns the delivery future); with
+        ``on_commit``, attach them to the current event (``stream_publish_on_commit``): Faust
+        sends them and waits for their acks before committing its offset."""
+        futures = [await out[short].send(key=k, value=v, force=not on_commit) for k, v in items]
+        if not on_commit:
+            for fut in futures:
+                await fut
         metrics.messages_sent.labels(short).inc(len(items))
 
     async def mark(partition: int, value: bytes) -> None:

@@ -160,8 +160,9 @@ class EmbeddedCrawl:
                     FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs))
                 )
         applied = self.frontier.apply(ch, report.outcome, self.rules)
-        statuses.extend(applied.statuses)
-        self.summary.queued -= len(applied.statuses)
+        if not applied.replayed:  # committed with the state: a repeat would be a second line
+            statuses.extend(applied.statuses)
+            self.summary.queued -= len(applied.statuses)
         if applied.retried:
             self.summary.retries += 1
         self._commit(ch, report, statuses)

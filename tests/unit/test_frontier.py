@@ -23,13 +23,15 @@ def batch(*paths: str, depth: int = 1, origin: str = ORIGIN) -> FrontierBatch:
     )
 
 
-def outcome(seq: int, state: str, *, started: float = 100.0, **kw: object) -> Outcome:
+def outcome(
+    seq: int, state: str, *, started: float = 100.0, url: str = ORIGIN + "/x", **kw: object
+) -> Outcome:
     return Outcome(
         crawl_id="c",
         origin=ORIGIN,
         kind="page",
         seq=seq,
-        url=ORIGIN + "/x",
+        url=url,
         state=state,
         started_at=started,
         finished_at=started + 0.1,
@@ -95,12 +97,28 @@ def test_success_pops_and_sets_next_fetch_time(env) -> None:  # type: ignore[no-
     f, store = env
     r = rules()
     admit(f, store, batch("/a", "/b"), r)
-    applied = apply(f, store, outcome(0, "fetched"), r)
+    first = outcome(0, "fetched", url=ORIGIN + "/a", depth=1, attempts=1)
+    applied = apply(f, store, first, r)
     assert [s.state for s in applied.statuses] == [TerminalState.FETCHED]
     st = load_origin(store, ORIGIN)
     assert st.head == 1 and st.next_fetch_at == pytest.approx(101.0)
-    replay = apply(f, store, outcome(0, "fetched"), r)  # replayed outcome: no second state
-    assert replay.replayed and replay.statuses == []
+    before = dict(store._data)
+    replay = apply(f, store, first, r)  # replayed: no state change, the same status again
+    assert replay.replayed and replay.statuses == applied.statuses
+    assert store._data == before
+
+
+def test_a_replayed_retry_repeats_a_status_only_if_it_was_the_last_attempt(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules(retries=1)
+    admit(f, store, batch("/a"), r)
+    first = outcome(0, "retry", url=ORIGIN + "/a", depth=1, attempts=1, error="timeout: slow")
+    last = outcome(0, "retry", url=ORIGIN + "/a", depth=1, attempts=2, error="timeout: slow")
+    apply(f, store, first, r)
+    failed = apply(f, store, last, r).statuses
+    assert [s.state for s in failed] == [TerminalState.FAILED]
+    assert apply(f, store, first, r).statuses == []  # that one re-queued its entry
+    assert apply(f, store, last, r).statuses == failed
 
 
 def test_retry_keeps_entry_at_head_then_fails_after_retries(env) -> None:  # type: ignore[no-untyped-def]
