@@ -122,18 +122,30 @@ class Frontier:
         self.jitter = jitter
 
     def admit(
-        self, ch: Changes, batch: FrontierBatch, rules: CrawlRules, *, budget: int | None
+        self,
+        ch: Changes,
+        batch: FrontierBatch,
+        rules: CrawlRules,
+        *,
+        budget: int | None,
+        source: bytes = b"",
     ) -> Admission:
         """Dedupe, scope-check and enqueue a batch of URLs for ONE origin.
 
         ``budget`` is how many more URLs this crawl may queue (``None``: unlimited); URLs over it
         end ``cancelled``. Each new URL is marked seen exactly once, so it gets exactly one
         terminal state: queued now (and a terminal state later), or ``out_of_scope``/``cancelled``.
+
+        ``source`` names the event being applied (Kafka: topic, partition, offset). A URL that
+        ends at admission is marked seen with it, so a replay of that same event, which finds
+        the URL seen, repeats its terminal status (one lost in a crash is sent again) while any
+        other event linking the URL is a plain duplicate.
         """
         result = Admission()
         st = load_origin(ch, batch.origin)
         now = self.clock()
         queued = 0
+        marked: set[bytes] = set()  # seen keys written by this call
         for ref in batch.urls:
             canon = rules.canonicalizer.try_canonicalize(ref.url)
             if canon is None:
@@ -145,10 +157,16 @@ class Frontier:
                 )
                 continue
             key = seen_key(batch.crawl_id, canon.url)
-            if ch.get(key) is not None:
-                result.duplicates += 1
+            seen = ch.get(key)
+            if seen is not None:
+                ended = _ended_at_admission(seen, source) if key not in marked else None
+                if ended is None:
+                    result.duplicates += 1
+                else:  # this very event, replayed: its status may never have been sent
+                    result.statuses.append(_ended(batch, canon.url, *ended, now))
+                    marked.add(key)
                 continue
-            ch.put(key, str(ref.depth).encode())
+            marked.add(key)
             reason = rules.scope.check(canon.url, ref.depth)
             if reason is None and budget is not None and queued >= budget:
                 reason = "max_pages"
@@ -156,18 +174,10 @@ class Frontier:
             else:
                 state = TerminalState.OUT_OF_SCOPE
             if reason is not None:
-                result.statuses.append(
-                    UrlStatus(
-                        crawl_id=batch.crawl_id,
-                        url=canon.url,
-                        origin=batch.origin,
-                        state=state,
-                        depth=ref.depth,
-                        last_error=reason,
-                        updated_at=now,
-                    )
-                )
+                ch.put(key, _ended_mark(source, state, reason, ref.depth))
+                result.statuses.append(_ended(batch, canon.url, state, reason, ref.depth, now))
                 continue
+            ch.put(key, str(ref.depth).encode())
             entry = QueueEntry(
                 crawl_id=batch.crawl_id, url=canon.url, depth=ref.depth, parent=ref.parent
             )
@@ -297,4 +307,35 @@ def _terminal(entry: QueueEntry, outcome: Outcome, state: TerminalState) -> UrlS
         last_error=outcome.error,
         final_url=outcome.final_url,
         updated_at=outcome.finished_at,
+    )
+
+
+_ENDED = b"!"  # seen value of a URL that ended at admission: _ENDED, source, state, reason, depth
+
+
+def _ended_mark(source: bytes, state: TerminalState, reason: str, depth: int) -> bytes:
+    if not source:
+        return str(depth).encode()  # no replays to recognise (the embedded crawl)
+    return b"\x00".join((_ENDED, source, state.value.encode(), reason.encode(), b"%d" % depth))
+
+
+def _ended_at_admission(seen: bytes, source: bytes) -> tuple[TerminalState, str, int] | None:
+    """(state, reason, depth) if ``seen`` marks a URL ended at admission by event ``source``."""
+    if not source or not seen.startswith(_ENDED + b"\x00" + source + b"\x00"):
+        return None
+    _, _, state, reason, depth = seen.split(b"\x00")
+    return TerminalState(state.decode()), reason.decode(), int(depth)
+
+
+def _ended(
+    batch: FrontierBatch, url: str, state: TerminalState, reason: str, depth: int, now: float
+) -> UrlStatus:
+    return UrlStatus(
+        crawl_id=batch.crawl_id,
+        url=url,
+        origin=batch.origin,
+        state=state,
+        depth=depth,
+        last_error=reason,
+        updated_at=now,
     )

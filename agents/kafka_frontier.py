@@ -6,10 +6,13 @@ same partition count, so an origin's batches and outcomes meet in one partition,
 1. decode; a bad message is logged with topic/partition/offset, counted, skipped;
 2. find the crawl's rules (waiting a bounded time for its spec, see ``SPEC_WAIT``);
 3. compute the changes with the pure ``Frontier.admit``/``apply`` over a ``Changes`` overlay;
-4. SEND first (terminal statuses to ``status``, misrouted URLs back to ``frontier``) and await
-   the acks, THEN commit the overlay to the tables. A crash between the two replays the event
-   and re-sends identical statuses, which the sink writes idempotently;
-5. publish this partition's admitted count (page budget) and tell the local scheduler.
+4. attach what the event sends (terminal statuses to ``status``, misrouted URLs back to
+   ``frontier``, this partition's admitted count for the page budget) to the event's offset
+   commit, and commit the overlay to the tables. Faust publishes the attached messages and waits
+   for their acks before committing the offset; a crash before that replays the event, and the
+   replay finds its own state changes and repeats the same sends (``Frontier.admit``'s
+   ``source``, ``Frontier.apply`` on a replayed outcome); the sink writes them idempotently;
+5. tell the local scheduler.
 
 No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
 """
@@ -171,8 +174,7 @@ class FrontierAgent:
             self.hook.admitted(admission.state)
 
     async def _apply(self, where: Where, outcome: Outcome, rules: CrawlRules) -> None:
-        """Admit the outcome's own-origin links, then apply it: one state change, one send of
-        the statuses of both, then the commit."""
+        """Admit the outcome's own-origin links, then apply it: one state change."""
         ch = Changes(self.store)
         admission, budgeted = None, False
         if outcome.links:
@@ -182,13 +184,9 @@ class FrontierAgent:
             admission, budgeted = self._admission(ch, where, links, rules)
         applied = self.frontier.apply(ch, outcome, rules)
         if admission is not None:
-            # A replay finds these URLs seen and would not repeat their statuses: sent first.
             await self._send_statuses(admission.statuses)
             await self._reroute(outcome.crawl_id, admission)
-        # The outcome's own terminal status ships with the event's offset commit, not awaited
-        # here (a produce round trip per fetched page was most of the agent's time): a replay
-        # after a crash rebuilds it from the outcome (``Frontier.apply`` on a replayed outcome).
-        await self._send_statuses(applied.statuses, on_commit=True)
+        await self._send_statuses(applied.statuses)
         ch.commit()
         if admission is not None:
             await self._admitted(where, outcome.crawl_id, admission, budgeted)
@@ -201,11 +199,13 @@ class FrontierAgent:
     ) -> tuple[Admission, bool]:
         """``Frontier.admit`` within the crawl's page budget; also whether a budget applies."""
         budget = self._budget(ch, batch.crawl_id, rules, where.partition)
-        return self.frontier.admit(ch, batch, rules, budget=budget), budget is not None
+        source = f"{where.topic}/{where.partition}@{where.offset}".encode()
+        admission = self.frontier.admit(ch, batch, rules, budget=budget, source=source)
+        return admission, budget is not None
 
     async def _reroute(self, crawl_id: str, admission: Admission) -> None:
         """Send URLs whose canonical origin is not the batch's to the partition that owns it."""
-        if admission.misrouted:
+        if admission.misrouted:  # not marked seen here: a replay re-sends them
             await self.publish(
                 "frontier",
                 [
@@ -215,6 +215,7 @@ class FrontierAgent:
                     )
                     for origin, refs in admission.misrouted.items()
                 ],
+                on_commit=True,
             )
 
     async def _admitted(
@@ -226,7 +227,9 @@ class FrontierAgent:
         if admission.queued and budgeted:
             count = admitted_count(self.store, crawl_id)
             await self.publish(
-                "budget", [(budget_key(crawl_id, where.partition), str(count).encode())]
+                "budget",
+                [(budget_key(crawl_id, where.partition), str(count).encode())],
+                on_commit=True,
             )
 
     def _budget(self, ch: Changes, crawl_id: str, rules: CrawlRules, partition: int) -> int | None:
@@ -239,10 +242,14 @@ class FrontierAgent:
         elsewhere = self.view.admitted_elsewhere(crawl_id, partition, self.partitions)
         return max(0, max_pages - here - elsewhere)
 
-    async def _send_statuses(self, statuses: list[UrlStatus], *, on_commit: bool = False) -> None:
+    async def _send_statuses(self, statuses: list[UrlStatus]) -> None:
+        """Attached to the event's offset commit, never awaited here (a produce round trip per
+        event was most of the agent's time). A crash before that commit replays the event, and
+        the replay repeats every status: ``Frontier.apply`` rebuilds an outcome's from the
+        outcome, ``Frontier.admit`` recognises URLs this very event ended (``source``)."""
         if not statuses:
             return
         items = [(s.origin.encode(), encode(s)) for s in statuses]
-        await self.publish("status", items, on_commit=on_commit)
+        await self.publish("status", items, on_commit=True)
         for status in statuses:
             self.metrics.terminal.labels(str(status.state)).inc()

@@ -1,5 +1,5 @@
 """The frontier agent's body over dict tables: an outcome and its own-origin links are one
-state change, sent before it is committed, and a replay changes nothing."""
+state change, its sends ride the offset commit, and a replay changes nothing but repeats them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import pytest
 
 from agents.frontier import load_origin, pending_key
 from agents.kafka_frontier import FrontierAgent, Where
@@ -151,29 +149,48 @@ def test_a_replayed_outcome_queues_nothing_twice() -> None:
     assert first == again
 
 
-def test_nothing_is_committed_when_admission_statuses_cannot_be_sent() -> None:
-    """Statuses of links ended at admission (here: over the page budget) are awaited before
-    the commit: a replay finds those URLs seen and would never send them."""
+def test_nothing_is_awaited_and_a_replay_repeats_every_status_of_its_event() -> None:
+    """Statuses ride the offset commit; a crash before it loses them with the commit, so the
+    replayed event must send them again, including those of links it ended at admission (over
+    the budget), which it finds already seen. Another event linking them again sends nothing."""
     r = make(max_pages=2)
     seed(r.agent)
-    before = {name: dict(t) for name, t in r.tables.items()}
-    r.publish.fail = True
-    with pytest.raises(ConnectionError):
-        asyncio.run(r.agent.handle(Where("x.outcomes", HERE, 0), outcome(LINKS)))
-    assert {name: dict(t) for name, t in r.tables.items()} == before
-    r.publish.fail = False  # the event is redelivered (no commit): applied exactly once
-    asyncio.run(r.agent.handle(Where("x.outcomes", HERE, 0), outcome(LINKS)))
-    state = load_origin(r.agent.store, ORIGIN)
-    assert (state.head, state.tail) == (1, 2)
-    assert r.publish.statuses() == [(ORIGIN + "/b", "cancelled")]
-    assert r.publish.statuses(attached=True) == [(ORIGIN + "/", "fetched")]
+    r.publish.fail = True  # any awaited send would raise: nothing may be awaited
+    where = Where("x.outcomes", HERE, 7)
+    asyncio.run(r.agent.handle(where, outcome(LINKS)))
+    first = sorted(r.publish.statuses(attached=True))
+    assert first == [(ORIGIN + "/", "fetched"), (ORIGIN + "/b", "cancelled")]
+    r.publish.attached.clear()  # kill -9 before the commit: the attachments are gone
+    asyncio.run(r.agent.handle(where, outcome(LINKS)))
+    assert sorted(r.publish.statuses(attached=True)) == first
+    r.publish.attached.clear()
+    again = FrontierBatch(crawl_id="c", origin=ORIGIN, urls=(UrlRef(ORIGIN + "/b", 2),))
+    asyncio.run(r.agent.handle(Where("x.frontier", HERE, 8), encode(again)))
+    assert r.publish.statuses(attached=True) == []  # a plain duplicate: already ended
+
+
+def test_a_replayed_batch_repeats_the_statuses_of_the_urls_it_ended() -> None:
+    r = make(max_pages=1)
+    seed(r.agent)
+    batch = FrontierBatch(
+        crawl_id="c",
+        origin=ORIGIN,
+        urls=(UrlRef(ORIGIN + "/x", 1), UrlRef(ORIGIN + "/x", 1), UrlRef("ftp://a.test/", 1)),
+    )
+    where = Where("x.frontier", HERE, 3)
+    asyncio.run(r.agent.handle(where, encode(batch)))
+    first = r.publish.statuses(attached=True)
+    assert first == [(ORIGIN + "/x", "cancelled")]  # once, though listed twice
+    r.publish.attached.clear()
+    asyncio.run(r.agent.handle(where, encode(batch)))
+    assert r.publish.statuses(attached=True) == first
 
 
 def test_outcome_links_count_against_the_page_budget() -> None:
     r = make(max_pages=2)
     seed(r.agent)
     asyncio.run(r.agent.handle(Where("x.outcomes", HERE, 0), outcome(LINKS)))
-    states = dict(r.publish.statuses())
+    states = dict(r.publish.statuses(attached=True))
     assert states[ORIGIN + "/b"] == "cancelled"  # over the budget: root + /a only
-    budget = [v for short, _, v in r.publish.sent if short == "budget"]
+    budget = [v for short, _, v in r.publish.attached if short == "budget"]
     assert budget[-1] == b"2"
