@@ -291,6 +291,8 @@ def memory_section(mem: dict) -> list[str]:
         "not by the size of the crawl.",
         "",
     ]
+    if s.get("note"):  # rows merged from runs on other sites say so
+        lines += [s["note"], ""]
     rows = []
     for _, e in _entries(mem):
         for b, r in e["budgets"].items():
