@@ -6,12 +6,13 @@ same partition count, so an origin's batches and outcomes meet in one partition,
 1. decode; a bad message is logged with topic/partition/offset, counted, skipped;
 2. find the crawl's rules (waiting a bounded time for its spec, see ``SPEC_WAIT``);
 3. compute the changes with the pure ``Frontier.admit``/``apply`` over a ``Changes`` overlay;
-4. attach what the event sends (terminal statuses to ``status``, misrouted URLs back to
-   ``frontier``, this partition's admitted count for the page budget) to the event's offset
-   commit, and commit the overlay to the tables. Faust publishes the attached messages and waits
-   for their acks before committing the offset; a crash before that replays the event, and the
-   replay finds its own state changes and repeats the same sends (``Frontier.admit``'s
-   ``source``, ``Frontier.apply`` on a replayed outcome); the sink writes them idempotently;
+4. send what the event produces (terminal statuses to ``status``, misrouted URLs back to
+   ``frontier``, this partition's admitted count for the page budget) without waiting, and
+   commit the overlay to the tables. Faust flushes the producer before it commits an offset, so
+   the sends are acked before the event's offset is committed; a crash before that replays the
+   event, and the replay finds its own state changes and repeats the same sends
+   (``Frontier.admit``'s ``source``, ``Frontier.apply`` on a replayed outcome); the sink writes
+   them idempotently;
 5. tell the local scheduler.
 
 No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
@@ -45,9 +46,9 @@ SPEC_WAIT = 60.0
 class Publisher(Protocol):
     """Sends values to ``<prefix>.<short>`` keyed by ``key``; returns once Kafka acked them all.
 
-    ``on_commit=True`` (only inside the frontier agent's event): attach them to the event
-    being handled instead; Faust publishes them, and waits for the acks, before it commits that
-    event's offset (a send error crashes the consumer: the event is replayed).
+    ``on_commit=True`` (inside the frontier agent's event): return without waiting; they are
+    acked before the offset of that event is committed (Faust flushes the producer first), and
+    one that cannot be delivered crashes the worker, so the event is replayed.
     """
 
     def __call__(
@@ -243,8 +244,8 @@ class FrontierAgent:
         return max(0, max_pages - here - elsewhere)
 
     async def _send_statuses(self, statuses: list[UrlStatus]) -> None:
-        """Attached to the event's offset commit, never awaited here (a produce round trip per
-        event was most of the agent's time). A crash before that commit replays the event, and
+        """Sent, never awaited here (a produce round trip per event was most of the agent's
+        time); acked before the event's offset commit. A crash before that commit replays the event, and
         the replay repeats every status: ``Frontier.apply`` rebuilds an outcome's from the
         outcome, ``Frontier.admit`` recognises URLs this very event ended (``source``)."""
         if not statuses:

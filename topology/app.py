@@ -84,9 +84,6 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         producer_max_request_size=settings.max_message_bytes,
         consumer_max_fetch_size=settings.max_message_bytes,
         broker_commit_interval=1.0,
-        # Sends with force=False inside an agent wait for the event's offset commit (see
-        # ``publish``): the frontier's per-page statuses; every other send is force=True.
-        stream_publish_on_commit=True,
         # A worker killed -9 hands its partitions over after this (Faust's default is 60 s);
         # the rebalance timeout leaves room for REVOKE_GRACE of in-flight requests.
         broker_session_timeout=15.0,
@@ -112,14 +109,29 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     async def publish(
         short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
     ) -> None:
-        """Send and wait for every ack (Faust ``send`` returns the delivery future); with
-        ``on_commit``, attach them to the current event (``stream_publish_on_commit``): Faust
-        sends them and waits for their acks before committing its offset."""
-        futures = [await out[short].send(key=k, value=v, force=not on_commit) for k, v in items]
-        if not on_commit:
+        """Send and wait for every ack (Faust ``send`` returns the delivery future).
+
+        ``on_commit``: send now without waiting. Before Faust commits an offset it flushes the
+        producer (``Consumer._commit_offsets``), so these are acked before the offset of the
+        event that sent them is committed; one that fails for good crashes the worker, so that
+        its event is replayed rather than committed without it. (Not Faust's attachments,
+        ``stream_publish_on_commit``: they are only sent when the partition's offset commits,
+        and a partition whose commit stalls held its statuses back; seen in the kill -9 test.)
+        """
+        futures = [await out[short].send(key=k, value=v, force=True) for k, v in items]
+        if on_commit:
+            for fut in futures:
+                fut.add_done_callback(delivered)
+        else:
             for fut in futures:
                 await fut
         metrics.messages_sent.labels(short).inc(len(items))
+
+    def delivered(fut: Any) -> None:
+        if fut.cancelled() or fut.exception() is None:
+            return
+        log.critical("a message of the frontier agent was not delivered: %r", fut.exception())
+        app.add_future(app.crash(fut.exception()))
 
     async def mark(partition: int, value: bytes) -> None:
         """Send ``value`` to one partition of ``outcomes`` and wait for the ack."""
