@@ -245,9 +245,10 @@ class FrontierAgent:
 
     async def _send_statuses(self, statuses: list[UrlStatus]) -> None:
         """Sent, never awaited here (a produce round trip per event was most of the agent's
-        time); acked before the event's offset commit. A crash before that commit replays the event, and
-        the replay repeats every status: ``Frontier.apply`` rebuilds an outcome's from the
-        outcome, ``Frontier.admit`` recognises URLs this very event ended (``source``)."""
+        time); acked before the event's offset commit. A crash before that commit replays the
+        event, and the replay repeats every status: ``Frontier.apply`` rebuilds an outcome's
+        from the outcome, ``Frontier.admit`` recognises URLs this very event ended
+        (``source``)."""
         if not statuses:
             return
         items = [(s.origin.encode(), encode(s)) for s in statuses]
