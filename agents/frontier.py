@@ -218,7 +218,7 @@ class Frontier:
                 st.next_fetch_at = max(st.next_fetch_at, outcome.finished_at + wait)
             ch.put(origin_key(outcome.origin), _encode(st))
             return Applied([], st, retried=True)
-        state = TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
+        state = _terminal_state(outcome)
         entry = msgspec.structs.replace(entry, attempts=_attempts(entry.attempts, outcome))
         ch.delete(key)
         if outcome.final_url and outcome.final_url != entry.url:
@@ -236,7 +236,7 @@ class Frontier:
         commit and its delivery is sent again. A retry that re-queued its entry had none."""
         if outcome.state == RETRY and outcome.attempts <= rules.policy.retries:
             return []
-        state = TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
+        state = _terminal_state(outcome)
         entry = QueueEntry(
             crawl_id=outcome.crawl_id,
             url=outcome.url,
@@ -287,6 +287,11 @@ def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
     """robots.txt failed (5xx/unreachable) but not yet often enough to give up on the origin."""
     failed = st.robots_expires > 0 and (st.robots_status is None or st.robots_status >= 500)
     return failed and st.failures <= rules.policy.retries
+
+
+def _terminal_state(outcome: Outcome) -> TerminalState:
+    """The state an outcome ends its entry in (a retry that may not be retried: failed)."""
+    return TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
 
 
 def _attempts(before: int, outcome: Outcome) -> int:

@@ -230,13 +230,7 @@ class FetchService(Service):
     async def _dispatch_loop(self) -> None:
         while not self.stopping and not self.should_stop:
             self.loop_alive = time.time()
-            fetching = self._fetching()
-            # Backpressure: fetched-but-unapplied URLs stay under max_unapplied (``applied``
-            # wakes the loop when the frontier agent catches up).
-            room = min(
-                self.concurrency - fetching,
-                self.max_unapplied - self.scheduler.settling - fetching,
-            )
+            room = self._room()
             if room > 0 and not self.halted():
                 now = time.time()
                 for d in self.scheduler.take(now, room):
@@ -245,6 +239,16 @@ class FetchService(Service):
             self.metrics.unapplied.set(self.scheduler.settling)
             self.metrics.origins_tracked.set(len(self.scheduler))
             await self._wait()
+
+    def _room(self) -> int:
+        """How many dispatches may start now: the concurrency left, and backpressure (fetched
+        but unapplied URLs stay under ``max_unapplied``; ``applied`` wakes the loop when the
+        frontier agent catches up)."""
+        fetching = self._fetching()
+        return min(
+            self.concurrency - fetching,
+            self.max_unapplied - self.scheduler.settling - fetching,
+        )
 
     def _fetching(self) -> int:
         """Requests in flight: dispatches not yet fetched (publishing ones hold no connection)."""
@@ -262,8 +266,8 @@ class FetchService(Service):
     async def _wait(self) -> None:
         ready_at = self.scheduler.next_ready_at()
         timeout = 1.0 if ready_at is None else min(1.0, max(0.0, ready_at - time.time()))
-        if self._fetching() >= self.concurrency or self.scheduler.settling >= self.max_unapplied:
-            timeout = 1.0
+        if self._room() <= 0:
+            timeout = 1.0  # the next dispatch waits for a task to end or a wake-up, not a time
         self._wake.clear()
         done = await wait_first(self._inflight, self._wake, timeout)
         for task in done:

@@ -50,7 +50,7 @@ class Metrics:
         )
         self.frontier_event = Histogram(
             "streamcrawl_frontier_event_seconds",
-            "Time the frontier agent spent applying one event (sends awaited), by topic.",
+            "Time the frontier agent spent applying one event, by topic.",
             ["topic"],
             buckets=_EVENT,
             registry=r,
