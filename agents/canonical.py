@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import idna
 
-from agents.errors import InvalidURL
-from schemas.records import DEFAULT_STRIP_PARAMS, CrawlPolicy
+from streamcrawl.agents.errors import InvalidURL
+from streamcrawl.schemas.records import DEFAULT_STRIP_PARAMS, CrawlPolicy
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _C0_AND_SPACE = "".join(map(chr, range(0x21)))

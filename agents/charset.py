@@ -18,7 +18,7 @@ import zlib
 import brotli
 import charset_normalizer
 
-from agents.errors import FetchPermanent
+from streamcrawl.agents.errors import FetchPermanent
 
 # The WHATWG prescan looks at the first 1024 bytes; real pages put <meta charset> after long
 # <script>/<style> blocks often enough that we look a little further.

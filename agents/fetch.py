@@ -27,9 +27,9 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 import msgspec
 
-from agents.charset import BodyTooLarge, Decoder, decode_html
-from agents.errors import FetchError, FetchPermanent, FetchRetryable
-from schemas.records import CrawlPolicy
+from streamcrawl.agents.charset import BodyTooLarge, Decoder, decode_html
+from streamcrawl.agents.errors import FetchError, FetchPermanent, FetchRetryable
+from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from agents.robots import robots_expiry
-from agents.rules import CrawlRules
-from agents.state import META, ORIGINS, PENDING, SEEN, Changes, Store
-from schemas.records import (
+from streamcrawl.agents.robots import robots_expiry
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, Changes, Store
+from streamcrawl.schemas.records import (
     FrontierBatch,
     OriginState,
     Outcome,

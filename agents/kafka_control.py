@@ -20,10 +20,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.helpers import create_ssl_context
 from mode import Service
 
-from agents.metrics import Metrics
-from agents.rules import CrawlRules
-from schemas.codec import BadMessage, decode
-from schemas.records import CrawlPolicy
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.schemas.codec import BadMessage, decode
+from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def budget_key(crawl_id: str, partition: int) -> bytes:
 
 
 def kafka_security(settings: Any) -> dict[str, Any]:
-    """aiokafka keyword arguments for the security settings of ``topology.settings.Settings``."""
+    """aiokafka keyword arguments for the security settings of ``Settings``."""
     kwargs: dict[str, Any] = {"security_protocol": settings.kafka_security_protocol}
     context: ssl.SSLContext | None = None
     if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):

@@ -25,14 +25,14 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agents.frontier import Admission, Frontier, admitted_count
-from agents.kafka_control import SharedView, budget_key
-from agents.kafka_state import TableStore, partition_for
-from agents.metrics import Metrics
-from agents.rules import CrawlRules
-from agents.state import Changes
-from schemas.codec import BadMessage, decode, encode
-from schemas.records import FrontierBatch, OriginState, Outcome, UrlStatus
+from streamcrawl.agents.frontier import Admission, Frontier, admitted_count
+from streamcrawl.agents.kafka_control import SharedView, budget_key
+from streamcrawl.agents.kafka_state import TableStore, partition_for
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.state import Changes
+from streamcrawl.schemas.codec import BadMessage, decode, encode
+from streamcrawl.schemas.records import FrontierBatch, OriginState, Outcome, UrlStatus
 
 log = logging.getLogger(__name__)
 

@@ -27,16 +27,16 @@ from typing import Any
 import msgspec
 from mode import Service
 
-from agents.fetch import make_session
-from agents.kafka_control import SharedView
-from agents.kafka_frontier import MARKER, Publisher
-from agents.kafka_state import TableStore, partition_for
-from agents.metrics import Metrics
-from agents.pipeline import Report, Stages, wait_first
-from agents.scheduler import Dispatch, Scheduler
-from agents.state import ORIGINS
-from schemas.codec import encode
-from schemas.records import CrawlPolicy, OriginState
+from streamcrawl.agents.fetch import make_session
+from streamcrawl.agents.kafka_control import SharedView
+from streamcrawl.agents.kafka_frontier import MARKER, Publisher
+from streamcrawl.agents.kafka_state import TableStore, partition_for
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.pipeline import Report, Stages, wait_first
+from streamcrawl.agents.scheduler import Dispatch, Scheduler
+from streamcrawl.agents.state import ORIGINS
+from streamcrawl.schemas.codec import encode
+from streamcrawl.schemas.records import CrawlPolicy, OriginState
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class FetchService(Service):
             await self._stages.session.close()
 
     def _seen(self, crawl_id: str, url: str) -> bool:
-        from agents.frontier import seen_key
+        from streamcrawl.agents.frontier import seen_key
 
         return self.store.get(seen_key(crawl_id, url)) is not None
 

@@ -21,11 +21,11 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from mode import Service
 
-from agents.errors import SinkBackpressure
-from agents.kafka_control import kafka_security
-from agents.metrics import Metrics
-from schemas.codec import BadMessage, decode
-from schemas.records import Page, UrlStatus
+from streamcrawl.agents.errors import SinkBackpressure
+from streamcrawl.agents.kafka_control import kafka_security
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.schemas.codec import BadMessage, decode
+from streamcrawl.schemas.records import Page, UrlStatus
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from agents.state import META, ORIGINS, PENDING, SEEN, Store, Value
+from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, Store, Value
 
 # Crash-safe write order. Faust writes a table key by key (RocksDB put + a changelog message),
 # so a kill -9 can leave a prefix of one commit; the source event is then replayed over it.

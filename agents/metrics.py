@@ -15,7 +15,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from schemas.records import Outcome, Page
+from streamcrawl.schemas.records import Outcome, Page
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)

@@ -27,7 +27,7 @@ from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser, LexborNode
 
-from agents.robots import robots_directives
+from streamcrawl.agents.robots import robots_directives
 
 log = logging.getLogger(__name__)
 

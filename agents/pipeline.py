@@ -18,13 +18,13 @@ from typing import Any
 
 import aiohttp
 
-from agents.errors import FetchPermanent, FetchRetryable
-from agents.fetch import FetchResult, SentAt, fetch
-from agents.parse import parse_html
-from agents.robots import fetch_robots, robots_url, x_robots_tag
-from agents.rules import CrawlRules
-from agents.scheduler import Dispatch
-from schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
+from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
+from streamcrawl.agents.fetch import FetchResult, SentAt, fetch
+from streamcrawl.agents.parse import parse_html
+from streamcrawl.agents.robots import fetch_robots, robots_url, x_robots_tag
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.scheduler import Dispatch
+from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
 
 log = logging.getLogger(__name__)
 

@@ -29,14 +29,14 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from protego import Protego
 
-from agents.fetch import (
+from streamcrawl.agents.fetch import (
     REDIRECT_STATUSES,
     SentAt,
     client_timeout,
     read_body,
     request_headers,
 )
-from schemas.records import CrawlPolicy
+from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
 

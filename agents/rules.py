@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from agents.canonical import Canonicalizer, CanonicalOptions
-from agents.robots import RobotsRules, product_token
-from agents.scope import Scope
-from schemas.records import CrawlPolicy, OriginState
+from streamcrawl.agents.canonical import Canonicalizer, CanonicalOptions
+from streamcrawl.agents.robots import RobotsRules, product_token
+from streamcrawl.agents.scope import Scope
+from streamcrawl.schemas.records import CrawlPolicy, OriginState
 
 
 @dataclass

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agents.frontier import queued_entries, robots_unusable
-from agents.robots import RobotsRules
-from agents.rules import CrawlRules
-from agents.state import Changes, Store
-from schemas.records import OriginState, QueueEntry
+from streamcrawl.agents.frontier import queued_entries, robots_unusable
+from streamcrawl.agents.robots import RobotsRules
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.state import Changes, Store
+from streamcrawl.schemas.records import OriginState, QueueEntry
 
 ROBOTS_SEQ = -1
 PAUSED_POLL = 1.0  # seconds between looks at an origin whose crawl is paused or unknown

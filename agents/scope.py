@@ -31,9 +31,9 @@ from collections import Counter
 
 from publicsuffixlist import PublicSuffixList
 
-from agents.canonical import CanonicalOptions, canonical_host, canonicalize
-from agents.errors import ConfigError, InvalidURL
-from schemas.records import CrawlPolicy
+from streamcrawl.agents.canonical import CanonicalOptions, canonical_host, canonicalize
+from streamcrawl.agents.errors import ConfigError, InvalidURL
+from streamcrawl.schemas.records import CrawlPolicy
 
 
 @functools.cache

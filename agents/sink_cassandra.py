@@ -27,8 +27,8 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
-from agents.errors import ConfigError, CrawlError, SinkBackpressure
-from agents.sink_memory import (
+from streamcrawl.agents.errors import ConfigError, CrawlError, SinkBackpressure
+from streamcrawl.agents.sink_memory import (
     CRAWL_SHARDS,
     FIRST_WINS_BASE,
     CrawlStats,
@@ -37,9 +37,9 @@ from agents.sink_memory import (
     origin_bucket,
     url_hash,
 )
-from schemas.codec import BadMessage, decode, encode
-from schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
-from topology.settings import Settings
+from streamcrawl.schemas.codec import BadMessage, decode, encode
+from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
+from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +365,7 @@ def _short(exc: BaseException) -> str:
 
 def schema_statements(settings: Settings) -> list[str]:
     """The CQL of ``schemas/cassandra.cql`` for the settings' keyspace and replication."""
-    text = resources.files("schemas").joinpath("cassandra.cql").read_text("utf-8")
+    text = resources.files("streamcrawl.schemas").joinpath("cassandra.cql").read_text("utf-8")
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
     statements = [s.strip() for s in "\n".join(lines).split(";\n") if s.strip()]
     return [

@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from schemas.records import Page, UrlStatus
+from streamcrawl.schemas.records import Page, UrlStatus
 
 PAGES = "pages.jsonl"
 URLS = "urls.jsonl"

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
+from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
 
 ORIGIN_BUCKETS = 64
 """Buckets per (crawl, origin) in ``pages_by_origin`` and ``url_status``."""

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agents.errors import StateError
+from streamcrawl.agents.errors import StateError
 
 # Namespaces. One store holds them all; the Faust wiring maps each to its own table.
 SEEN = b"s"  # seen-set: crawl id + URL hash -> first depth

@@ -17,9 +17,9 @@ import time
 
 
 async def main(crawl_id: str, interval: float) -> None:
-    from agents.sink_cassandra import CassandraSink
-    from topology.kafka_commands import _quiet_cassandra_driver
-    from topology.settings import load_settings
+    from streamcrawl.agents.sink_cassandra import CassandraSink
+    from streamcrawl.topology.kafka_commands import _quiet_cassandra_driver
+    from streamcrawl.topology.settings import load_settings
 
     _quiet_cassandra_driver()
     sink = CassandraSink(load_settings())

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urljoin
 
-from agents.canonical import Canonicalizer, canonicalize
+from streamcrawl.agents.canonical import Canonicalizer, canonicalize
 
 HREFS = [
     "/",

@@ -20,6 +20,6 @@ PYTHON=${PYTHON:-python3}
   --no-cache-dir --disable-pip-version-check --only-binary=:all: "$SRC"
 
 # Smoke: the console script resolves and the packages import.
-"$VENV/bin/python" -c "import agents, schemas, topology.settings"
+"$VENV/bin/python" -c "import streamcrawl.agents, streamcrawl.schemas, streamcrawl.topology.settings"
 "$VENV/bin/streamcrawl" --help >/dev/null
 echo "install.sh: streamcrawl installed into $VENV"

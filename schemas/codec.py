@@ -1,4 +1,4 @@
-"""Wire encoding of the Kafka values: JSON UTF-8, one ``schemas.records`` Struct per topic.
+"""Wire encoding of the Kafka values: JSON UTF-8, one ``schemas/records.py`` Struct per topic.
 
 ``encode`` is what every producer uses; ``decode`` is what every consumer uses, and it rejects
 anything that is not a known record of a known schema version, so a reader never acts on a
@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from schemas.records import SCHEMA_VERSION, WIRE_RECORDS
+from streamcrawl.schemas.records import SCHEMA_VERSION, WIRE_RECORDS
 
 KNOWN_VERSIONS = frozenset({SCHEMA_VERSION})
 

@@ -1,8 +1,8 @@
-"""Generate the published JSON Schemas of the Kafka values from ``schemas.records``.
+"""Generate the published JSON Schemas of the Kafka values from ``streamcrawl.schemas.records``.
 
-``python -m schemas.generate`` writes ``schemas/json/<topic>.v<N>.schema.json`` for every entry
-of ``WIRE_RECORDS`` and ``schemas/json/index.json`` (topic -> schema file, key format, value
-encoding, compression), and deletes stale schema files. ``--check`` writes nothing and exits 1
+``python -m streamcrawl.schemas.generate`` writes ``schemas/json/<topic>.v<N>.schema.json`` for
+every entry of ``WIRE_RECORDS`` and ``schemas/json/index.json`` (topic -> schema file, key format,
+value encoding, compression), and deletes stale schema files. ``--check`` writes nothing and exits 1
 if the files on disk differ from what the records produce (for CI).
 
 A consumer in any language reads a topic with: key = UTF-8 bytes (origin, or crawl id on
@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from schemas.records import SCHEMA_VERSION, WIRE_RECORDS
+from streamcrawl.schemas.records import SCHEMA_VERSION, WIRE_RECORDS
 
 JSON_DIR = Path(__file__).parent / "json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -67,7 +67,7 @@ def index() -> dict[str, Any]:
         topics[topic] = {
             "topic": f"<prefix>.{topic}",
             "schema": schema_file(topic),
-            "record": f"schemas.records.{record.__name__}",
+            "record": f"streamcrawl.schemas.records.{record.__name__}",
             "key": {"format": key, "encoding": "utf-8", "description": key_doc},
             "partitioner": "murmur2 of the key bytes (Kafka's Java default; librdkafka: "
             "murmur2_random)",
@@ -116,13 +116,15 @@ def write(directory: Path = JSON_DIR) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m schemas.generate", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m streamcrawl.schemas.generate", description=__doc__
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if the files are stale")
     args = parser.parse_args(argv)
     if args.check:
         changed = stale()
         for name in changed:
-            print(f"stale: schemas/json/{name} (run `python -m schemas.generate`)")
+            print(f"stale: schemas/json/{name} (run `python -m streamcrawl.schemas.generate`)")
         return 1 if changed else 0
     for name in write():
         print(f"wrote schemas/json/{name}")

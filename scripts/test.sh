@@ -20,6 +20,9 @@ cd "$ROOT"
 # Lint and types first: seconds, and no services needed.
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
+# mypy reads files, not the installed package: link the folders under their import names.
+mkdir -p build/mypy/streamcrawl
+for package in agents topology schemas; do ln -sfn "../../../$package" "build/mypy/streamcrawl/$package"; done
 "$PYTHON" -m mypy
 
 need=()

@@ -32,10 +32,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from agents.errors import ConfigError, CrawlError
-from schemas.codec import BadMessage, decode, encode
-from schemas.records import CrawlPolicy
-from topology.settings import Settings
+from streamcrawl.agents.errors import ConfigError, CrawlError
+from streamcrawl.schemas.codec import BadMessage, decode, encode
+from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 

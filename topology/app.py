@@ -27,14 +27,14 @@ from faust.types import TP
 from faust.web import Request, Response, View
 from mode import Service
 
-from agents.kafka_control import SharedView
-from agents.kafka_frontier import FrontierAgent, Where
-from agents.kafka_scheduler import FetchService
-from agents.kafka_sink import Sink, SinkConsumer
-from agents.kafka_state import TableStore
-from agents.metrics import CONTENT_TYPE, Metrics
-from topology.admin import app_id, sink_group
-from topology.settings import Settings
+from streamcrawl.agents.kafka_control import SharedView
+from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
+from streamcrawl.agents.kafka_scheduler import FetchService
+from streamcrawl.agents.kafka_sink import Sink, SinkConsumer
+from streamcrawl.agents.kafka_state import TableStore
+from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
+from streamcrawl.topology.admin import app_id, sink_group
+from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitabl
     async def open_sink() -> Sink:
         if sink is not None:
             return sink
-        from agents.sink_cassandra import CassandraSink
+        from streamcrawl.agents.sink_cassandra import CassandraSink
 
         cassandra = CassandraSink(settings)
         await cassandra.start()

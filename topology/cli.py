@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from agents.errors import ConfigError, CrawlError, InvalidURL
-from schemas.records import DEFAULT_USER_AGENT, CrawlPolicy
+from streamcrawl.agents.errors import ConfigError, CrawlError, InvalidURL
+from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlPolicy
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -164,7 +164,7 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
     """Build and validate the crawl policy; raises ``InvalidURL`` for a bad seed."""
-    from agents.canonical import canonicalize
+    from streamcrawl.agents.canonical import canonicalize
 
     canonical = []
     for seed in seeds:
@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print the final summary as one JSON object"
     )
 
-    from topology import commands
+    from streamcrawl.topology import commands
 
     commands.add_kafka_commands(sub, add_policy_flags)
     return parser
@@ -256,10 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "crawl":
             return _crawl(args)
         if args.command == "demo":
-            from topology.demo import run_demo
+            from streamcrawl.topology.demo import run_demo
 
             return run_demo(args)
-        from topology import commands
+        from streamcrawl.topology import commands
 
         return commands.run(args)
     except (ConfigError, InvalidURL) as exc:
@@ -296,8 +296,8 @@ def run_embedded(
     as_json: bool,
 ) -> dict[str, object]:
     """Run an embedded crawl with the progress bar and print the summary."""
-    from topology.embedded import EmbeddedCrawl, install_signal_handlers
-    from topology.progress import ProgressBar, print_summary
+    from streamcrawl.topology.embedded import EmbeddedCrawl, install_signal_handlers
+    from streamcrawl.topology.progress import ProgressBar, print_summary
 
     async def go() -> dict[str, object]:
         crawl = EmbeddedCrawl(policy, out_dir=out, state_dir=state_dir, concurrency=concurrency)

@@ -78,7 +78,7 @@ def add_kafka_commands(
 
 
 def run(args: argparse.Namespace) -> int:
-    from topology import kafka_commands
+    from streamcrawl.topology import kafka_commands
 
     handler: Callable[[argparse.Namespace], int] = getattr(
         kafka_commands, "cmd_" + args.command.replace("-", "_")

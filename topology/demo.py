@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from schemas.records import CrawlPolicy
+from streamcrawl.schemas.records import CrawlPolicy
 
 PAGES_PER_ORIGIN = 30
 
@@ -119,7 +119,7 @@ def serve_demo_site() -> Iterator[list[str]]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from topology.cli import EXIT_INTERRUPTED, run_embedded
+    from streamcrawl.topology.cli import EXIT_INTERRUPTED, run_embedded
 
     out = args.out or Path(tempfile.mkdtemp(prefix="streamcrawl-demo-"))
     with serve_demo_site() as origins:

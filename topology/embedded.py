@@ -18,14 +18,14 @@ from typing import Protocol
 
 import msgspec
 
-from agents.fetch import make_session
-from agents.frontier import Frontier, admitted_count, load_origin, seen_key
-from agents.pipeline import Report, Stages, wait_first
-from agents.rules import CrawlRules
-from agents.scheduler import Dispatch, Scheduler
-from agents.sink_files import FilesSink
-from agents.state import META, ORIGINS, Changes, RocksStore, Store
-from schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
+from streamcrawl.agents.fetch import make_session
+from streamcrawl.agents.frontier import Frontier, admitted_count, load_origin, seen_key
+from streamcrawl.agents.pipeline import Report, Stages, wait_first
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.scheduler import Dispatch, Scheduler
+from streamcrawl.agents.sink_files import FilesSink
+from streamcrawl.agents.state import META, ORIGINS, Changes, RocksStore, Store
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
 
 log = logging.getLogger(__name__)
 

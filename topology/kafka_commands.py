@@ -20,11 +20,11 @@ from typing import Any
 
 import msgspec
 
-from agents.errors import CrawlError
-from schemas.codec import BadMessage, decode
-from schemas.records import CrawlRunState, TerminalState
-from topology import admin
-from topology.settings import Settings, load_settings
+from streamcrawl.agents.errors import CrawlError
+from streamcrawl.schemas.codec import BadMessage, decode
+from streamcrawl.schemas.records import CrawlRunState, TerminalState
+from streamcrawl.topology import admin
+from streamcrawl.topology.settings import Settings, load_settings
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
@@ -60,7 +60,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
         for line in admin.create_topics(settings):
             print(line)
     else:
-        from agents.sink_cassandra import create_schema
+        from streamcrawl.agents.sink_cassandra import create_schema
 
         _quiet_cassandra_driver()
         for statement in create_schema(settings):
@@ -89,7 +89,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def _status_report(settings: Settings, crawl_id: str | None) -> dict[str, Any]:
-    from agents.sink_cassandra import CassandraSink
+    from streamcrawl.agents.sink_cassandra import CassandraSink
 
     sink = CassandraSink(settings)
     await sink.start()
@@ -252,7 +252,7 @@ def make_worker(app: Any, loglevel: str) -> Any:
 def cmd_worker(args: argparse.Namespace) -> int:
     """``worker``: run a Faust worker until SIGTERM/SIGINT (then: stop dispatching, give
     in-flight requests a bounded grace, flush, commit, exit 0)."""
-    from topology.app import create_app
+    from streamcrawl.topology.app import create_app
 
     settings = _settings(
         args,
@@ -274,10 +274,10 @@ def cmd_seed(args: argparse.Namespace) -> int:
     """
     from confluent_kafka import Producer
 
-    from agents.rules import CrawlRules
-    from schemas.codec import encode
-    from schemas.records import FrontierBatch, UrlRef
-    from topology.cli import policy_from_args
+    from streamcrawl.agents.rules import CrawlRules
+    from streamcrawl.schemas.codec import encode
+    from streamcrawl.schemas.records import FrontierBatch, UrlRef
+    from streamcrawl.topology.cli import policy_from_args
 
     settings = _settings(args)
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]

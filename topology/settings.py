@@ -1,7 +1,8 @@
 """Process settings: one frozen object, built once from flags then ``STREAMCRAWL_*`` environment.
 
-Per-crawl behaviour (scope, delay, robots...) is not here: it is a ``schemas.records.CrawlPolicy``
-published with the crawl. These settings say where the services are and how big the worker is.
+Per-crawl behaviour (scope, delay, robots...) is not here: it is a
+``streamcrawl.schemas.records.CrawlPolicy`` published with the crawl. These settings say where the
+services are and how big the worker is.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agents.errors import ConfigError
+from streamcrawl.agents.errors import ConfigError
 
 ENV_PREFIX = "STREAMCRAWL_"
 

@@ -1,11 +1,16 @@
 # Shared helpers for scripts/services.sh, scripts/test.sh and .ci/run (sourced, not executed).
 
-# The python used for readiness probes and tests: $PYTHON, else the active venv's, else python3.
+# The python used for readiness probes and tests: $PYTHON, else the active venv's, else the
+# repository's .venv (the README's install), else python3.
 default_python() {
+    local repo_venv
+    repo_venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.venv/bin/python"
     if [[ -n ${PYTHON:-} ]]; then
         echo "$PYTHON"
     elif [[ -n ${VIRTUAL_ENV:-} && -x $VIRTUAL_ENV/bin/python ]]; then
         echo "$VIRTUAL_ENV/bin/python"
+    elif [[ -x $repo_venv ]]; then
+        echo "$repo_venv"
     else
         echo python3
     fi

@@ -1,10 +1,10 @@
 """The Helm chart: lints, renders, validates against Kubernetes schemas, and matches the app.
 
 The application's side of the contract is derived from the code, never copied: env names from
-``topology.settings.env_names()``, secret-ness from the ``SecretStr`` fields of ``Settings``, CLI
-flags from ``topology.cli.build_parser()``. Helm comes from ``scripts/ensure-helm.sh`` (built with
-``go install`` into a cache the first time, which takes minutes); when it cannot be installed
-these tests fail, they never skip.
+``streamcrawl.topology.settings.env_names()``, secret-ness from the ``SecretStr`` fields of
+``Settings``, CLI flags from ``streamcrawl.topology.cli.build_parser()``. Helm comes from
+``scripts/ensure-helm.sh`` (built with ``go install`` into a cache the first time, which takes
+minutes); when it cannot be installed these tests fail, they never skip.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 from pydantic import SecretStr
 
-from topology.cli import build_parser
-from topology.settings import Settings, env_names
+from streamcrawl.topology.cli import build_parser
+from streamcrawl.topology.settings import Settings, env_names
 
 # Building helm with `go install` on a cold cache takes ~4 minutes on 2 cores.
 pytestmark = pytest.mark.timeout(1800)
@@ -539,8 +539,8 @@ def test_every_value_is_documented() -> None:
 
 def test_autoscaling_measures_the_workers_consumer_group(helm: str) -> None:
     """KEDA must watch the group the workers really use: the Faust app id."""
-    from topology.admin import app_id
-    from topology.settings import Settings
+    from streamcrawl.topology.admin import app_id
+    from streamcrawl.topology.settings import Settings
 
     proc = template(
         helm, "--set", "kafka.topicPrefix=crawlx", "--set", "autoscaling.enabled=true",

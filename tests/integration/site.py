@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.sink_cassandra import connect, create_schema
+from streamcrawl.agents.sink_cassandra import connect, create_schema
+from streamcrawl.topology import admin
+from streamcrawl.topology.settings import Settings, load_settings
 from tests.httpserver import RecordingServer, html, text
 from tests.integration.site_process import RemoteServer
 from tests.integration.site_process import serve_site as serve_site
-from topology import admin
-from topology.settings import Settings, load_settings
 
 
 def page_path(i: int) -> str:

@@ -13,11 +13,11 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from agents.errors import ConfigError, CrawlError
-from agents.sink_cassandra import TABLES, connect, create_schema
-from schemas.records import CrawlPolicy
-from topology import admin
-from topology.settings import Settings, load_settings
+from streamcrawl.agents.errors import ConfigError, CrawlError
+from streamcrawl.agents.sink_cassandra import TABLES, connect, create_schema
+from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology import admin
+from streamcrawl.topology.settings import Settings, load_settings
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
 SHORT = ("frontier", "outcomes", "pages", "status", "control")

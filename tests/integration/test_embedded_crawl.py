@@ -12,9 +12,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from schemas.records import CrawlPolicy
+from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.embedded import EmbeddedCrawl
 from tests.httpserver import RecordingServer, html, redirect, slow, stream, text
-from topology.embedded import EmbeddedCrawl
 
 pytestmark = pytest.mark.integration
 

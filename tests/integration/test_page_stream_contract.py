@@ -1,7 +1,7 @@
 """The ``pages`` topic is readable by any consumer from the published files alone.
 
-Pages are produced the way the workers produce them (``schemas.codec`` + the project's producer
-config); the consumer half uses nothing but confluent-kafka, ``json``, ``jsonschema`` and
+Pages are produced the way the workers produce them (``streamcrawl.schemas.codec`` + the project's
+producer config); the consumer half uses nothing but confluent-kafka, ``json``, ``jsonschema`` and
 ``schemas/json/pages.v1.schema.json``. Then the ``pages`` and ``status`` commands run as
 subprocesses against the same services.
 """
@@ -20,11 +20,11 @@ import jsonschema
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from agents.sink_cassandra import CassandraSink, create_schema
-from schemas.codec import encode
-from schemas.records import Page, TerminalState, UrlStatus
-from topology import admin
-from topology.settings import load_settings
+from streamcrawl.agents.sink_cassandra import CassandraSink, create_schema
+from streamcrawl.schemas.codec import encode
+from streamcrawl.schemas.records import Page, TerminalState, UrlStatus
+from streamcrawl.topology import admin
+from streamcrawl.topology.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES_SCHEMA = ROOT / "schemas" / "json" / "pages.v1.schema.json"

@@ -17,9 +17,9 @@ from aiokafka.partitioner import murmur2
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from topology import admin as topology_admin
-from topology.kafka_config import producer_config
-from topology.settings import load_settings
+from streamcrawl.topology import admin as topology_admin
+from streamcrawl.topology.kafka_config import producer_config
+from streamcrawl.topology.settings import load_settings
 
 pytestmark = pytest.mark.integration
 

@@ -13,11 +13,11 @@ import msgspec
 import pytest
 from cassandra import OperationTimedOut
 
-from agents.errors import CrawlError, SinkBackpressure
-from agents.sink_cassandra import CassandraSink, create_schema
-from agents.sink_memory import MemorySink, Sink
-from schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
-from topology.settings import load_settings
+from streamcrawl.agents.errors import CrawlError, SinkBackpressure
+from streamcrawl.agents.sink_cassandra import CassandraSink, create_schema
+from streamcrawl.agents.sink_memory import MemorySink, Sink
+from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
+from streamcrawl.topology.settings import load_settings
 
 T0 = 1_780_000_000.123456
 

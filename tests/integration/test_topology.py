@@ -19,8 +19,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from streamcrawl.topology import admin
 from tests.integration.site import Cluster, page_requests, serve_site
-from topology import admin
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 

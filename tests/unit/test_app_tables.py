@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from topology.app import create_app, table_options
-from topology.settings import load_settings
+from streamcrawl.topology.app import create_app, table_options
+from streamcrawl.topology.settings import load_settings
 
 
 @pytest.mark.parametrize("mb", [2, 8, 64])
@@ -32,7 +32,7 @@ def test_the_worker_keeps_the_root_logger_at_the_configured_level(tmp_path: Path
     builds a LogRecord on the hot path."""
     import logging
 
-    from topology.kafka_commands import make_worker
+    from streamcrawl.topology.kafka_commands import make_worker
 
     root = logging.getLogger()
     saved = (root.level, list(root.handlers))

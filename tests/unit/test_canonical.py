@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.canonical import (
+from streamcrawl.agents.canonical import (
     DEFAULT_OPTIONS,
     Canonical,
     Canonicalizer,
@@ -14,8 +14,8 @@ from agents.canonical import (
     canonicalize,
     origin_of,
 )
-from agents.errors import InvalidURL
-from schemas.records import CrawlPolicy
+from streamcrawl.agents.errors import InvalidURL
+from streamcrawl.schemas.records import CrawlPolicy
 
 BASE = "http://example.com/a/b/c?q=1"
 

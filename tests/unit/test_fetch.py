@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 from multidict import CIMultiDict
 
-from agents.charset import decode_html, normalize_charset
-from agents.errors import FetchPermanent, FetchRetryable
-from agents.fetch import (
+from streamcrawl.agents.charset import decode_html, normalize_charset
+from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
+from streamcrawl.agents.fetch import (
     FetchResult,
     HopCheck,
     fetch,
@@ -22,7 +22,7 @@ from agents.fetch import (
     parse_content_type,
     parse_retry_after,
 )
-from schemas.records import CrawlPolicy
+from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import (
     RecordingServer,
     Reply,

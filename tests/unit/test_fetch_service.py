@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from agents.frontier import Frontier, load_origin
-from agents.kafka_scheduler import FetchService
-from agents.kafka_state import TableStore, partition_for
-from agents.metrics import Metrics
-from agents.pipeline import Report
-from agents.rules import CrawlRules
-from agents.scheduler import Dispatch
-from agents.state import Changes
-from schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from streamcrawl.agents.frontier import Frontier, load_origin
+from streamcrawl.agents.kafka_scheduler import FetchService
+from streamcrawl.agents.kafka_state import TableStore, partition_for
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.pipeline import Report
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.scheduler import Dispatch
+from streamcrawl.agents.state import Changes
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 
 ORIGIN = "http://a.test"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.frontier import Frontier, admitted_count, load_origin, queued_entries
-from agents.rules import CrawlRules
-from agents.state import Changes, MemoryStore
-from schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
+from streamcrawl.agents.frontier import Frontier, admitted_count, load_origin, queued_entries
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.state import Changes, MemoryStore
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
 
 ORIGIN = "http://a.test"
 

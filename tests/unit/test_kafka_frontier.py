@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.frontier import load_origin, pending_key
-from agents.kafka_frontier import FrontierAgent, Where
-from agents.kafka_state import TableStore, partition_for
-from agents.metrics import Metrics
-from agents.rules import CrawlRules
-from schemas.codec import decode, encode
-from schemas.records import CrawlPolicy, FrontierBatch, OriginState, Outcome, UrlRef
+from streamcrawl.agents.frontier import load_origin, pending_key
+from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
+from streamcrawl.agents.kafka_state import TableStore, partition_for
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.schemas.codec import decode, encode
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, Outcome, UrlRef
 
 ORIGIN = "http://a.test"
 PARTITIONS = 4

@@ -8,11 +8,17 @@ from typing import Any
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from agents.frontier import Frontier, load_origin, origin_key, pending_key, queued_entries
-from agents.kafka_state import TableStore, partition_for, write_order
-from agents.rules import CrawlRules
-from agents.state import META, ORIGINS, PENDING, SEEN, Changes, MemoryStore
-from schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from streamcrawl.agents.frontier import (
+    Frontier,
+    load_origin,
+    origin_key,
+    pending_key,
+    queued_entries,
+)
+from streamcrawl.agents.kafka_state import TableStore, partition_for, write_order
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, Changes, MemoryStore
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 
 ORIGIN = "http://a.test"
 

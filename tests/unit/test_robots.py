@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from agents.fetch import SentAt, make_session
-from agents.robots import (
+from streamcrawl.agents.fetch import SentAt, make_session
+from streamcrawl.agents.robots import (
     ROBOTS_MAX_BYTES,
     RobotsRules,
     fetch_robots,
@@ -24,7 +24,7 @@ from agents.robots import (
     robots_url,
     x_robots_tag,
 )
-from schemas.records import CrawlPolicy
+from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import RecordingServer, Reply, redirect, reset, slow, text
 
 UA = "streamcrawl/0.1 (+https://example.com/bot)"

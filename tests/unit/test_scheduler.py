@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from agents.frontier import Frontier, load_origin
-from agents.rules import CrawlRules
-from agents.scheduler import Scheduler
-from agents.state import Changes, MemoryStore
-from schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from streamcrawl.agents.frontier import Frontier, load_origin
+from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.scheduler import Scheduler
+from streamcrawl.agents.state import Changes, MemoryStore
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 
 A, B = "http://a.test", "http://b.test"
 

@@ -10,9 +10,9 @@ import jsonschema
 import msgspec
 import pytest
 
-from schemas import generate
-from schemas.codec import BadMessage, decode, encode
-from schemas.records import (
+from streamcrawl.schemas import generate
+from streamcrawl.schemas.codec import BadMessage, decode, encode
+from streamcrawl.schemas.records import (
     WIRE_RECORDS,
     CrawlPolicy,
     FrontierBatch,
@@ -85,7 +85,9 @@ def test_every_wire_record_has_samples() -> None:
 
 def test_committed_files_are_up_to_date() -> None:
     on_disk = {p.name: p.read_text("utf-8") for p in generate.JSON_DIR.glob("*.json")}
-    assert on_disk == generate.build(), "run `python -m schemas.generate` and commit schemas/json"
+    assert on_disk == generate.build(), (
+        "run `python -m streamcrawl.schemas.generate` and commit schemas/json"
+    )
     assert generate.stale() == []
 
 

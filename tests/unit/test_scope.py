@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from agents.errors import ConfigError
-from agents.scope import Scope, registrable_domain
-from schemas.records import CrawlPolicy
+from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.scope import Scope, registrable_domain
+from streamcrawl.schemas.records import CrawlPolicy
 
 
 def scope(**fields: Any) -> Scope:

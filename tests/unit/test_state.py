@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.errors import StateError
-from agents.state import (
+from streamcrawl.agents.errors import StateError
+from streamcrawl.agents.state import (
     WRITE_BUFFER_BYTES,
     WRITE_BUFFERS,
     Changes,

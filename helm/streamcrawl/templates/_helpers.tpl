@@ -91,7 +91,7 @@ app.kubernetes.io/component: admin
 {{/*
 Non-secret settings as a map of STREAMCRAWL_* name -> string. Rendered as the worker ConfigMap
 and inline into the hook Jobs (pre-install hooks run before the release's ConfigMap exists).
-Every name here must be one that topology.settings.Settings reads (tests/helm checks it).
+Every name here must be one that streamcrawl.topology.settings.Settings reads (tests/helm checks it).
 */}}
 {{- define "streamcrawl.settings" -}}
 {{- $k := .Values.kafka -}}
