@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import CommitFailedError, IllegalStateError
@@ -24,18 +24,13 @@ from mode import Service
 from streamcrawl.agents.errors import SinkBackpressure
 from streamcrawl.agents.kafka_control import kafka_security
 from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.sink import Sink
 from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import Page, UrlStatus
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF = 30.0  # cap on one wait after an unexpected sink error
-
-
-class Sink(Protocol):
-    """``agents.sink_cassandra.CassandraSink`` / ``agents.sink_memory.MemorySink``."""
-
-    async def write(self, pages: Sequence[Page], statuses: Sequence[UrlStatus]) -> Any: ...
 
 
 Position = tuple[str, int, int, bytes | None]  # topic, partition, offset, value

@@ -3,7 +3,7 @@
 Every INSERT carries ``USING TIMESTAMP`` = the record's own time in microseconds (see
 ``schemas/cassandra.cql``), so replaying a topic from any offset leaves the same rows and a
 later fetch wins over an earlier one in any arrival order. Writes run concurrently (at most
-``settings.sink_concurrency`` in flight), each retried with exponential backoff on timeouts and
+``CassandraConfig.concurrency`` in flight), each retried with exponential backoff on timeouts and
 unavailability; if Cassandra still refuses, ``write`` raises ``SinkBackpressure`` and the caller
 must keep (not acknowledge) the input and try again: nothing is dropped.
 
@@ -28,7 +28,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, N
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from streamcrawl.agents.errors import ConfigError, CrawlError, SinkBackpressure
-from streamcrawl.agents.sink_memory import (
+from streamcrawl.agents.sink import (
     CRAWL_SHARDS,
     FIRST_WINS_BASE,
     CrawlStats,
@@ -37,9 +37,9 @@ from streamcrawl.agents.sink_memory import (
     origin_bucket,
     url_hash,
 )
+from streamcrawl.agents.sink_config import CassandraConfig
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
-from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ _STATEMENTS = {
 
 
 class CassandraSink:
-    """Writes ``Page`` and ``UrlStatus`` records to the keyspace of the settings.
+    """Writes ``Page`` and ``UrlStatus`` records to the keyspace of ``config``.
 
     ``start`` before use, ``stop`` after. ``retries``/``backoff`` tune the retry of one statement
     (``backoff`` doubles per attempt, capped at ``max_backoff``).
@@ -85,20 +85,20 @@ class CassandraSink:
 
     def __init__(
         self,
-        settings: Settings,
+        config: CassandraConfig,
         *,
         retries: int = 5,
         backoff: float = 0.2,
         max_backoff: float = 5.0,
     ) -> None:
-        self._settings = settings
+        self._config = config
         self._retries = retries
         self._backoff = backoff
         self._max_backoff = max_backoff
         self._cluster: Cluster | None = None
         self._session: Any = None
         self._prepared: dict[str, Any] = {}
-        self._slots = asyncio.Semaphore(settings.sink_concurrency)
+        self._slots = asyncio.Semaphore(config.concurrency)
 
     async def start(self) -> None:
         """Connect and prepare the statements.
@@ -106,9 +106,9 @@ class CassandraSink:
         Raises CrawlError if Cassandra is unreachable or the schema is missing (with the
         command that creates it).
         """
-        cluster, self._session = await asyncio.to_thread(connect, self._settings)
+        cluster, self._session = await asyncio.to_thread(connect, self._config)
         self._cluster = cluster
-        keyspace = self._settings.cassandra_keyspace
+        keyspace = self._config.keyspace
         meta = cluster.metadata.keyspaces.get(keyspace)
         missing = [t for t in TABLES if meta is None or t not in meta.tables]
         if missing:
@@ -124,9 +124,7 @@ class CassandraSink:
         prepared = {}
         for name, cql in _STATEMENTS.items():
             # Qualified names, not `USE keyspace` (Cassandra 5 warns on every prepare).
-            statement = self._session.prepare(
-                cql.replace("{ks}", self._settings.cassandra_keyspace)
-            )
+            statement = self._session.prepare(cql.replace("{ks}", self._config.keyspace))
             statement.is_idempotent = True  # every write carries its own timestamp
             statement.fetch_size = SCAN_PAGE_ROWS
             prepared[name] = statement
@@ -276,7 +274,7 @@ class CassandraSink:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_backoff)
         raise SinkBackpressure(
-            f"Cassandra at {self._settings.cassandra_hosts} refused {name} "
+            f"Cassandra at {self._config.where} refused {name} "
             f"{self._retries + 1} times ({error!r}): pause and retry",
             retry_after=delay,
         )
@@ -304,30 +302,24 @@ class CassandraSink:
         return await done
 
 
-def connect(settings: Settings, keyspace: str | None = None) -> tuple[Cluster, Any]:
+def connect(config: CassandraConfig, keyspace: str | None = None) -> tuple[Cluster, Any]:
     """A connected Cluster and Session (blocking); raises CrawlError if Cassandra is unreachable.
 
     Uses the libev event loop when the driver wheel has it compiled in, else asyncio's (the
     asyncore default is deprecated in 3.11 and gone in 3.12).
     """
-    hosts, port = settings.cassandra_contact_points()
     auth = None
-    if settings.cassandra_username:
-        password = settings.cassandra_password
-        auth = PlainTextAuthProvider(
-            settings.cassandra_username, password.get_secret_value() if password else ""
-        )
+    if config.username:
+        auth = PlainTextAuthProvider(config.username, config.password or "")
     profile = ExecutionProfile(
-        load_balancing_policy=TokenAwarePolicy(
-            DCAwareRoundRobinPolicy(local_dc=settings.cassandra_local_dc)
-        ),
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
         consistency_level=ConsistencyLevel.LOCAL_QUORUM,
         request_timeout=CONNECT_TIMEOUT_S,
     )
     cluster = Cluster(
-        contact_points=hosts,
+        contact_points=list(config.hosts),
         protocol_version=PROTOCOL_VERSION,
-        port=port,
+        port=config.port,
         auth_provider=auth,
         connection_class=_connection_class(),
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
@@ -339,7 +331,7 @@ def connect(settings: Settings, keyspace: str | None = None) -> tuple[Cluster, A
     except (NoHostAvailable, OperationTimedOut) as exc:
         cluster.shutdown()
         raise CrawlError(
-            f"cannot reach Cassandra at {settings.cassandra_hosts} within "
+            f"cannot reach Cassandra at {config.where} within "
             f"{CONNECT_TIMEOUT_S:g} s: is it up? (STREAMCRAWL_CASSANDRA_HOSTS / "
             f"--cassandra-hosts) ({_short(exc)})"
         ) from None
@@ -363,37 +355,37 @@ def _short(exc: BaseException) -> str:
     return str(exc)[:300]
 
 
-def schema_statements(settings: Settings) -> list[str]:
-    """The CQL of ``schemas/cassandra.cql`` for the settings' keyspace and replication."""
+def schema_statements(config: CassandraConfig) -> list[str]:
+    """The CQL of ``schemas/cassandra.cql`` for the config's keyspace and replication."""
     text = resources.files("streamcrawl.schemas").joinpath("cassandra.cql").read_text("utf-8")
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
     statements = [s.strip() for s in "\n".join(lines).split(";\n") if s.strip()]
     return [
         s.rstrip(";")
-        .replace("{keyspace}", settings.cassandra_keyspace)
-        .replace("{replication}", settings.cassandra_replication)
+        .replace("{keyspace}", config.keyspace)
+        .replace("{replication}", config.replication)
         for s in statements
     ]
 
 
-def create_schema(settings: Settings) -> list[str]:
+def create_schema(config: CassandraConfig) -> list[str]:
     """Create the keyspace and tables if missing (idempotent); returns the statements applied.
 
     Raises ConfigError for a replication map Cassandra rejects, CrawlError if unreachable.
     """
     from cassandra.protocol import RequestValidationException
 
-    cluster, session = connect(settings)
+    cluster, session = connect(config)
     applied = []
     try:
-        for statement in schema_statements(settings):
+        for statement in schema_statements(config):
             try:
                 session.execute(statement, timeout=60)
             except RequestValidationException as exc:
                 if statement.startswith("CREATE KEYSPACE"):
                     raise ConfigError(
                         f"invalid setting STREAMCRAWL_CASSANDRA_REPLICATION "
-                        f"{settings.cassandra_replication!r}: {exc}"
+                        f"{config.replication!r}: {exc}"
                     ) from None
                 what = statement.split("(")[0].strip()
                 raise CrawlError(f"Cassandra refused `{what}`: {exc}") from None

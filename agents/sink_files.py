@@ -23,7 +23,12 @@ _encode = msgspec.json.Encoder().encode
 
 
 class FilesSink:
-    """Appends JSON lines; ``offsets()`` is what to commit with the state."""
+    """The embedded crawl's output files; not an ``agents.sink.Sink``.
+
+    It answers no queries and is synchronous: the embedded runner calls ``write`` inside its
+    state commit and stores ``offsets()`` in the same atomic write, which is what makes
+    ``pages.jsonl``/``urls.jsonl`` exactly-once (a ``Sink`` is idempotent by timestamps instead).
+    """
 
     def __init__(self, out_dir: Path, committed: tuple[int, int] = (0, 0)) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)

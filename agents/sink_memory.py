@@ -1,97 +1,21 @@
-"""The sink contract, and ``MemorySink``: the in-memory twin of ``CassandraSink``.
+"""``MemorySink``: the in-memory twin of ``CassandraSink``, under the contract of ``agents.sink``.
 
-Both sinks keep, per row, the version with the highest write timestamp, where the timestamp is
-the record's own time (``Page.fetched_at``, ``UrlStatus.updated_at``) in microseconds. A replay
-rewrites what is there, a newer record wins, an older one is ignored, whatever the order of
-arrival (ARCHITECTURE §4 invariant 4). On equal timestamps the write that arrives later wins
-here; Cassandra keeps the larger value per cell instead. Equal timestamps with different
-content do not happen for one URL (a re-fetch is a later fetch).
-
-``tests/integration/test_sinks.py`` runs one suite over both implementations.
+On equal timestamps the write that arrives later wins here; Cassandra keeps the larger value per
+cell instead. Equal timestamps with different content do not happen for one URL (a re-fetch is
+a later fetch). ``tests/integration/test_sinks.py`` runs one suite over both implementations.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
+from streamcrawl.agents.sink import CrawlStats, micros, url_hash
+from streamcrawl.schemas.records import CrawlPolicy, Page, UrlStatus
 
-ORIGIN_BUCKETS = 64
-"""Buckets per (crawl, origin) in ``pages_by_origin`` and ``url_status``."""
-CRAWL_SHARDS = 256
-"""Shards per crawl in ``url_state_by_crawl``, which ``counts`` scans."""
 K = TypeVar("K")
 V = TypeVar("V")
-
-FIRST_WINS_BASE = 1 << 62
-"""``created_at`` is written with timestamp BASE - time so that the earliest value wins."""
-
-
-def url_hash(url: str) -> str:
-    """32 hex chars: blake2b with a 16-byte digest of the canonical URL's UTF-8 bytes."""
-    return hashlib.blake2b(url.encode("utf-8"), digest_size=16).hexdigest()
-
-
-def origin_bucket(hashed: str) -> int:
-    """The ``bucket`` of a URL (from its ``url_hash``) in the per-origin tables."""
-    return int(hashed[:8], 16) % ORIGIN_BUCKETS
-
-
-def crawl_shard(hashed: str) -> int:
-    """The ``shard`` of a URL (from its ``url_hash``) in ``url_state_by_crawl``."""
-    return int(hashed[:8], 16) % CRAWL_SHARDS
-
-
-def micros(seconds: float) -> int:
-    """Epoch seconds -> the integer microseconds used as write timestamp."""
-    return round(seconds * 1_000_000)
-
-
-@dataclass
-class CrawlStats:
-    """What ``status`` shows for one crawl: URLs per terminal state and the fetch time span."""
-
-    states: dict[str, int] = field(default_factory=dict)
-    first_fetched_at: float | None = None
-    last_fetched_at: float | None = None
-
-    def add(self, state: str, updated_at: float) -> None:
-        """Count one URL in ``state``; fetched URLs also widen the fetch time span."""
-        self.states[state] = self.states.get(state, 0) + 1
-        if state == TerminalState.FETCHED:
-            first, last = self.first_fetched_at, self.last_fetched_at
-            self.first_fetched_at = updated_at if first is None else min(first, updated_at)
-            self.last_fetched_at = updated_at if last is None else max(last, updated_at)
-
-    def all_states(self) -> dict[str, int]:
-        """Every terminal state, in declaration order, 0 when none."""
-        return {state.value: self.states.get(state.value, 0) for state in TerminalState}
-
-    def pages_per_s(self) -> float | None:
-        """Fetched pages per second between the first and last fetch; None below two pages."""
-        fetched = self.states.get(TerminalState.FETCHED, 0)
-        if fetched < 2 or self.first_fetched_at is None or self.last_fetched_at is None:
-            return None
-        span = self.last_fetched_at - self.first_fetched_at
-        return round(fetched / span, 3) if span > 0 else None
-
-
-class Sink(Protocol):
-    """What the sink agent and the ``status`` command use. Every write is idempotent."""
-
-    async def start(self) -> None: ...
-    async def write(self, pages: Sequence[Page], statuses: Sequence[UrlStatus]) -> None: ...
-    async def write_spec(self, policy: CrawlPolicy, at: float | None = None) -> None: ...
-    async def counts(self, crawl_id: str | None) -> dict[str, dict[str, int]]: ...
-    async def stats(self, crawl_id: str | None) -> dict[str, CrawlStats]: ...
-    async def get_page(self, crawl_id: str, url: str) -> Page | None: ...
-    async def get_status(self, crawl_id: str, origin: str, url: str) -> UrlStatus | None: ...
-    async def get_spec(self, crawl_id: str) -> tuple[CrawlPolicy, float] | None: ...
-    async def stop(self) -> None: ...
 
 
 class MemorySink:

@@ -22,7 +22,7 @@ async def main(crawl_id: str, interval: float) -> None:
     from streamcrawl.topology.settings import load_settings
 
     _quiet_cassandra_driver()
-    sink = CassandraSink(load_settings())
+    sink = CassandraSink(load_settings().cassandra_config())
     await sink.start()
     try:
         while True:

@@ -15,11 +15,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+PIP = (sys.executable, "-m", "pip")
+
 
 def build_wheel(out: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        + ["-w", str(out), str(ROOT)],
+        [*PIP, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
         check=True,
         cwd=out,
     )
@@ -41,16 +42,16 @@ def test_wheel_installs_only_the_streamcrawl_namespace(tmp_path: Path) -> None:
     ):
         assert packaged in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "streamcrawl = streamcrawl.topology.cli:main" in zipfile.ZipFile(wheel).read(
-        entry_points
-    ).decode()
+    assert (
+        "streamcrawl = streamcrawl.topology.cli:main"
+        in zipfile.ZipFile(wheel).read(entry_points).decode()
+    )
 
     env = tmp_path / "venv"
     venv.create(env, with_pip=False)
     python = env / "bin" / "python"
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
-        + [str(wheel)],
+        [*PIP, "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
         check=True,
     )
     # Run from an empty folder: the repository's own folders must not be on sys.path.

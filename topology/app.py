@@ -30,9 +30,10 @@ from mode import Service
 from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
 from streamcrawl.agents.kafka_scheduler import FetchService
-from streamcrawl.agents.kafka_sink import Sink, SinkConsumer
+from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
+from streamcrawl.agents.sink import Sink
 from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.settings import Settings
 
@@ -251,7 +252,7 @@ def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitabl
             return sink
         from streamcrawl.agents.sink_cassandra import CassandraSink
 
-        cassandra = CassandraSink(settings)
+        cassandra = CassandraSink(settings.cassandra_config())
         await cassandra.start()
         return cassandra
 

@@ -63,7 +63,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
         from streamcrawl.agents.sink_cassandra import create_schema
 
         _quiet_cassandra_driver()
-        for statement in create_schema(settings):
+        for statement in create_schema(settings.cassandra_config()):
             print(" ".join(statement.split()) + ";")
     return 0
 
@@ -91,7 +91,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 async def _status_report(settings: Settings, crawl_id: str | None) -> dict[str, Any]:
     from streamcrawl.agents.sink_cassandra import CassandraSink
 
-    sink = CassandraSink(settings)
+    sink = CassandraSink(settings.cassandra_config())
     await sink.start()
     try:
         stats = await sink.stats(crawl_id)

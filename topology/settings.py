@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.sink_config import CassandraConfig
 
 ENV_PREFIX = "STREAMCRAWL_"
 
@@ -105,6 +106,22 @@ class Settings(BaseSettings):
             else:
                 hosts.append(item.strip("[]"))
         return hosts, port
+
+    def cassandra_config(self) -> CassandraConfig:
+        """The Cassandra sink's own config (the stages never import these settings)."""
+        hosts, port = self.cassandra_contact_points()
+        password = self.cassandra_password
+        return CassandraConfig(
+            hosts=tuple(hosts),
+            port=port,
+            where=self.cassandra_hosts,
+            keyspace=self.cassandra_keyspace,
+            replication=self.cassandra_replication,
+            username=self.cassandra_username,
+            password=password.get_secret_value() if password else None,
+            local_dc=self.cassandra_local_dc,
+            concurrency=self.sink_concurrency,
+        )
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -105,7 +105,7 @@ class Cluster:
         }
         cluster = cls(env, tmp)
         admin.create_topics(cluster.settings())
-        create_schema(cluster.settings())
+        create_schema(cluster.settings().cassandra_config())
         return cluster
 
     def settings(self, **over: Any) -> Settings:
@@ -148,7 +148,7 @@ class Cluster:
         """One Cassandra session for the test (a connect per poll would steal the GIL from the
         recording servers' thread and blur their request timestamps)."""
         if self._cassandra is None:
-            self._cassandra = connect(self.settings())
+            self._cassandra = connect(self.settings().cassandra_config())
         return self._cassandra[1]
 
     def query(self, cql: str) -> list[Any]:

@@ -130,11 +130,11 @@ def test_unreachable_kafka_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.integration
 def test_create_schema_twice(cassandra_hosts: str, cassandra_keyspace: str) -> None:
     settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)
-    first = create_schema(settings)
-    assert first == create_schema(settings)
+    first = create_schema(settings.cassandra_config())
+    assert first == create_schema(settings.cassandra_config())
     assert first[0].startswith(f"CREATE KEYSPACE IF NOT EXISTS {cassandra_keyspace} ")
     assert all("IF NOT EXISTS" in statement for statement in first)
-    cluster, _session = connect(settings)
+    cluster, _session = connect(settings.cassandra_config())
     try:
         assert set(TABLES) <= set(cluster.metadata.keyspaces[cassandra_keyspace].tables)
     finally:
@@ -156,7 +156,7 @@ def test_bad_replication_is_a_config_error(cassandra_hosts: str, cassandra_keysp
         cassandra_replication="{'class': 'NoSuchStrategy'}",
     )
     with pytest.raises(ConfigError, match="STREAMCRAWL_CASSANDRA_REPLICATION"):
-        create_schema(settings)
+        create_schema(settings.cassandra_config())
 
 
 @pytest.mark.kafka

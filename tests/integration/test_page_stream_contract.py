@@ -190,7 +190,7 @@ def test_pages_follow(pages_topic: list[Page], kafka_bootstrap: str, topic_prefi
 @pytest.mark.integration
 async def test_status_command(cassandra_hosts: str, cassandra_keyspace: str) -> None:
     settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)
-    create_schema(settings)
+    create_schema(settings.cassandra_config())
     crawl_id = "s-" + uuid.uuid4().hex[:8]
     statuses = [
         UrlStatus(
@@ -200,7 +200,7 @@ async def test_status_command(cassandra_hosts: str, cassandra_keyspace: str) -> 
         )
         for i in range(7)
     ]  # fmt: skip
-    sink = CassandraSink(settings)
+    sink = CassandraSink(settings.cassandra_config())
     await sink.start()
     await sink.write([], statuses)
     await sink.stop()

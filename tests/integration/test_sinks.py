@@ -14,8 +14,9 @@ import pytest
 from cassandra import OperationTimedOut
 
 from streamcrawl.agents.errors import CrawlError, SinkBackpressure
+from streamcrawl.agents.sink import Sink
 from streamcrawl.agents.sink_cassandra import CassandraSink, create_schema
-from streamcrawl.agents.sink_memory import MemorySink, Sink
+from streamcrawl.agents.sink_memory import MemorySink
 from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
 from streamcrawl.topology.settings import load_settings
 
@@ -57,8 +58,8 @@ async def sink(request: pytest.FixtureRequest) -> AsyncIterator[Sink]:
             cassandra_keyspace=request.getfixturevalue("cassandra_keyspace"),
             sink_concurrency=8,
         )
-        create_schema(settings)
-        backend = CassandraSink(settings)
+        create_schema(settings.cassandra_config())
+        backend = CassandraSink(settings.cassandra_config())
     await backend.start()
     yield backend
     await backend.stop()
@@ -167,7 +168,7 @@ async def test_many_rows_with_bounded_concurrency(sink: Sink, crawl_id: str) -> 
 
 async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(cassandra_hosts="127.0.0.1:1")
-    sink = CassandraSink(settings, retries=2, backoff=0.01)
+    sink = CassandraSink(settings.cassandra_config(), retries=2, backoff=0.01)
     sink._prepared = {"status": object(), "state_by_crawl": object()}
     calls: list[str] = []
 
@@ -197,10 +198,10 @@ async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyP
 async def test_missing_schema_says_what_to_run(cassandra_hosts: str) -> None:
     settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace="no_such_ks")
     with pytest.raises(CrawlError, match="streamcrawl admin create-schema"):
-        await CassandraSink(settings).start()
+        await CassandraSink(settings.cassandra_config()).start()
 
 
 async def test_unreachable_cassandra_is_one_clear_error() -> None:
     settings = load_settings(cassandra_hosts="127.0.0.1:1")
     with pytest.raises(CrawlError, match=r"cannot reach Cassandra at 127\.0\.0\.1:1.*HOSTS"):
-        await CassandraSink(settings).start()
+        await CassandraSink(settings.cassandra_config()).start()
