@@ -1,4 +1,5 @@
-"""Poll one crawl's terminal-state counts in Cassandra (run by the Kafka runner in /work/venv).
+"""Poll one crawl's terminal-state counts in Cassandra (the Kafka runner runs it in the
+streamcrawl venv).
 
 ``python -m bench.kafka_status --crawl-id ID [--interval S]`` prints one JSON line per poll,
 ``{"t": unix_time, "states": {state: n}}``, until it is terminated.  It is what

@@ -5,7 +5,7 @@ Generates the synthetic web, serves it with nginx on 127.0.0.1, runs every crawl
 and the profiles, and writes ``docs/benchmarks.md`` and ``docs/benchmarks.png``.  Raw results
 go to ``bench/results/`` (git-ignored).  See bench/README.md.
 
-It re-executes itself in the benchmark venv (default /work/benchvenv, created with
+It re-executes itself in the benchmark venv (default ``.bench-venv`` in the checkout, created with
 bench/requirements.txt if missing), so the project venv never gets Scrapy or Crawlee.
 """
 
@@ -17,11 +17,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("STREAMCRAWL_BENCH_VENV", "/work/benchvenv"))
+# Defaults relative to the checkout or the system temp dir: no path of one machine.
+VENV = Path(os.environ.get("STREAMCRAWL_BENCH_VENV") or REPO / ".bench-venv")
 REQUIREMENTS = Path(__file__).with_name("requirements.txt")
 ALL = ["scrapy", "crawlee", "embedded", "kafka-1", "kafka-2"]
 
@@ -75,7 +77,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="competitors without tracking-parameter stripping (more duplicates)",
     )
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per crawler run")
-    ap.add_argument("--workdir", default="/tmp/streamcrawl-bench")
+    ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "streamcrawl-bench"))
     ap.add_argument("--base-port", type=int, default=20000)
     ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
     ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))

@@ -18,7 +18,8 @@
 #   STREAMCRAWL_START_TIMEOUT   seconds to wait for each service (default: 180)
 #   STREAMCRAWL_STOP_GRACE      seconds between SIGTERM and SIGKILL (default: 30)
 #   PYTHON                      python for the readiness probes; needs confluent-kafka and
-#                               cassandra-driver (default: $VIRTUAL_ENV/bin/python, else python3)
+#                               cassandra-driver (default: $VIRTUAL_ENV/bin/python, else the
+#                               repository's .venv/bin/python, else python3)
 #   JAVA_HOME                   a JDK 17 (default: java on PATH, else /usr/lib/jvm/*17*)
 set -euo pipefail
 

@@ -1,6 +1,6 @@
 """Crawlee for Python competitor: a ParselCrawler over the synthetic web.
 
-Run by ``bench/runners.py`` in the benchmark venv (``/work/benchvenv``)::
+Run by ``bench/runners.py`` in the benchmark venv (``.bench-venv``)::
 
     python bench/competitors/crawlee_crawler.py --seeds SEEDS.txt --out DIR [--stock]
 

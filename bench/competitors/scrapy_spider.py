@@ -1,6 +1,6 @@
 """Scrapy competitor: a stock CrawlSpider + LinkExtractor over the synthetic web.
 
-Run by ``bench/runners.py`` in the benchmark venv (``/work/benchvenv``), never the project venv::
+Run by ``bench/runners.py`` in the benchmark venv (``.bench-venv``), never the project venv::
 
     python bench/competitors/scrapy_spider.py --seeds SEEDS.txt --out DIR [--delay S] [--stock]
 

@@ -1,0 +1,510 @@
+"""The Kafka wiring under test, in four steps that the bench rows and the probe share:
+
+* ``start_topology``: a topic prefix, keyspace and crawl id unique to this run; ``streamcrawl
+  admin create-topics`` and ``create-schema``; ``workers`` x ``streamcrawl worker`` (own state
+  dir and web port), each waited for until ``/readyz`` answers 200; a status poller
+  (``bench.kafka_status``) whose Cassandra session is up. A context manager: the workers are
+  stopped with SIGTERM (SIGKILL after 30 s) when it exits, whatever happened.
+* ``seed``: the worker and service meters start, then ``streamcrawl seed``.
+* ``drain``: waits until the terminal-state counts say the crawl is over (see its docstring).
+* ``measure``: the runner's result dict (``bench/runners.py``'s format) from the three above.
+
+``run_kafka_topology(ctx, workers)`` is the bench row: the four in a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from bench.context import REPO, NotRun, RunContext, code_state, py_spy_argv, streamcrawl_binary
+from bench.measure import ServiceMeter
+from bench.site import SiteSpec
+
+USER_AGENT = "bench-streamcrawl"
+
+
+def _service_env() -> dict[str, str]:
+    """Kafka/Cassandra endpoints: the environment, else ``.services/env``; NotRun if neither."""
+    keys = ("STREAMCRAWL_KAFKA_BOOTSTRAP", "STREAMCRAWL_CASSANDRA_HOSTS")
+    found = {k: os.environ[k] for k in keys if os.environ.get(k)}
+    env_file = REPO / ".services" / "env"
+    if len(found) < len(keys) and env_file.exists():
+        for line in env_file.read_text().splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            if key.strip() in keys:
+                found.setdefault(key.strip(), value.strip().strip("'\""))
+    if len(found) < len(keys):
+        raise NotRun("no Kafka/Cassandra (source .services/env or run scripts/services.sh start)")
+    return found
+
+
+def _service_pid(name: str, marker: str) -> int | None:
+    """PID of a running service JVM: ``.services/NAME/pid``, else the process whose command
+    line contains ``marker`` (``kafka.Kafka``, ``CassandraDaemon``)."""
+    import psutil
+
+    def matches(p: psutil.Process) -> bool:
+        try:
+            return marker in " ".join(p.cmdline())
+        except psutil.Error:
+            return False
+
+    try:
+        pid = int((REPO / ".services" / name / "pid").read_text().split()[0])
+        if matches(psutil.Process(pid)):
+            return pid
+    except (OSError, ValueError, IndexError, psutil.Error):
+        pass
+    return next((p.pid for p in psutil.process_iter() if matches(p)), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of GET http://127.0.0.1:PORT/PATH; (0, "") when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return int(r.status), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return int(e.code), ""
+    except OSError:
+        return 0, ""
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path else 0
+    except OSError:
+        return 0
+
+
+def _log_tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def _stop_procs(procs: list[subprocess.Popen], wrapped: set[int], grace: float = 30.0) -> list:
+    """SIGTERM every worker (the worker itself when py-spy wraps it, so that py-spy writes its
+    profile), wait up to ``grace`` s, then SIGKILL the process groups left."""
+    import psutil
+
+    for p in procs:
+        if p.poll() is not None:
+            continue
+        targets = []
+        if p.pid in wrapped:
+            with contextlib.suppress(psutil.Error):
+                targets = [c.pid for c in psutil.Process(p.pid).children()]
+        for pid in targets or [p.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+    return [p.returncode for p in procs]
+
+
+class _StatusPoller:
+    """``bench.kafka_status`` in the streamcrawl venv: the latest terminal-state counts."""
+
+    def __init__(self, python: str, crawl_id: str, env: dict[str, str], log: Path) -> None:
+        self._err = open(log, "wb")  # noqa: SIM115 (closed by stop)
+        self.proc = subprocess.Popen(
+            [python, "-m", "bench.kafka_status", "--crawl-id", crawl_id, "--interval", "0.5"],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        self.latest: dict | None = None
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self.latest = json.loads(line)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._err.close()
+
+
+def kafka_partitions(spec: SiteSpec) -> int:
+    """Partitions per topic: one per origin, at least 2 (so two workers share), at most 12."""
+    return min(max(spec.origins, 2), 12)
+
+
+@dataclass
+class Topology:
+    """Running workers on a prefix and keyspace of their own, and what measures them."""
+
+    exe: str
+    env: dict[str, str]  # the workers' and the CLI's environment (without per-worker keys)
+    crawl_id: str
+    partitions: int
+    logs: Path
+    code: dict
+    kafka_pid: int | None
+    cassandra_pid: int | None
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)  # each worker's web port (/metrics, /readyz)
+    wrapped: set[int] = field(default_factory=set)  # workers run under py-spy
+    poller: _StatusPoller | None = None
+    meters: list[ServiceMeter] = field(default_factory=list)  # stopped with the workers
+    files: list[IO[bytes]] = field(default_factory=list)
+    startup_s: float = 0.0
+    startup_cpu_s: float = 0.0
+    exit_codes: list[int | None] = field(default_factory=list)  # set once stopped
+
+    def check_workers(self, when: str = "") -> None:
+        """Raise if a worker has exited (with the tail of its log)."""
+        for i, p in enumerate(self.procs):
+            if p.poll() is not None:
+                raise RuntimeError(
+                    f"worker {i + 1} exited {p.returncode}{when}: "
+                    f"{_log_tail(self.logs / f'worker-{i + 1}.log', 500)}"
+                )
+
+    def check_poller(self) -> None:
+        if self.poller is None or self.poller.proc.poll() is not None:
+            raise RuntimeError(f"status poller: {_log_tail(self.logs / 'status-poller.log', 500)}")
+
+    def stop(self) -> None:
+        if self.poller is not None:
+            self.poller.stop()
+        self.exit_codes = _stop_procs(self.procs, self.wrapped)
+        for m in self.meters:
+            m.stop()
+        for f in self.files:
+            f.close()
+
+
+def _admin(exe: str, env: dict[str, str]) -> None:
+    for what in ("create-topics", "create-schema"):
+        r = subprocess.run(
+            [exe, "admin", what], env=env, capture_output=True, text=True, timeout=300
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"streamcrawl admin {what} exited {r.returncode}: {r.stderr[-500:]}")
+
+
+def _start_workers(topo: Topology, workdir: Path, workers: int, profile: Path | None) -> None:
+    for i in range(workers):
+        port = _free_port()
+        wenv = {
+            **topo.env,
+            "STREAMCRAWL_STATE_DIR": str(workdir / f"state-w{i + 1}"),
+            "STREAMCRAWL_WEB_PORT": str(port),
+        }
+        argv = [topo.exe, "worker"]
+        if profile and i == 0:
+            argv = py_spy_argv(argv, profile)
+        log = open(topo.logs / f"worker-{i + 1}.log", "wb")  # noqa: SIM115 (closed by stop)
+        topo.files.append(log)
+        p = subprocess.Popen(
+            argv,
+            env=wenv,
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        topo.procs.append(p)
+        topo.ports.append(port)
+        if profile and i == 0:
+            topo.wrapped.add(p.pid)
+
+
+def _wait_ready(topo: Topology, deadline: float, t_start: float) -> None:
+    """Every worker answers /readyz 200 and the status poller has counts."""
+    for i, (p, port) in enumerate(zip(topo.procs, topo.ports, strict=True)):
+        while http_get(port, "/readyz")[0] != 200:
+            if p.poll() is not None:
+                topo.check_workers()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker {i + 1} not ready after {deadline - t_start} s")
+            time.sleep(0.5)
+    assert topo.poller is not None
+    while topo.poller.latest is None:  # the poller's Cassandra session is up
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"status poller: {_log_tail(topo.logs / 'status-poller.log', 500)}")
+        topo.check_poller()
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def start_topology(
+    workdir: Path,
+    workers: int,
+    partitions: int,
+    *,
+    profile: Path | None = None,
+    ready_timeout: float = 300.0,
+    concurrency: int = 64,
+    log_level: str = "WARNING",
+) -> Iterator[Topology]:
+    """Topics, keyspace and ``workers`` ready workers (concurrency ``concurrency``); worker 1
+    under ``py-spy record`` when ``profile`` is set. Stops them all on exit (``exit_codes``)."""
+    exe = streamcrawl_binary()
+    tag = uuid.uuid4().hex[:10]
+    env = {
+        **os.environ,
+        **_service_env(),
+        "STREAMCRAWL_TOPIC_PREFIX": f"bench-{tag}",
+        "STREAMCRAWL_CASSANDRA_KEYSPACE": f"bench_{tag}",
+        "STREAMCRAWL_PARTITIONS": str(partitions),
+        "STREAMCRAWL_CONCURRENCY": str(concurrency),
+        "STREAMCRAWL_LOG_LEVEL": log_level,
+        "PYTHONUNBUFFERED": "1",
+    }
+    logs = workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    _admin(exe, env)
+    topo = Topology(
+        exe=exe,
+        env=env,
+        crawl_id=f"bench-{tag}",
+        partitions=partitions,
+        logs=logs,
+        code=code_state(),
+        kafka_pid=_service_pid("kafka", "kafka.Kafka"),
+        cassandra_pid=_service_pid("cassandra", "CassandraDaemon"),
+    )
+    t_start = time.monotonic()
+    try:
+        _start_workers(topo, workdir, workers, profile)
+        startup_meter = ServiceMeter([p.pid for p in topo.procs]).start()
+        topo.meters.append(startup_meter)
+        python = str(Path(exe).with_name("python"))
+        topo.poller = _StatusPoller(python, topo.crawl_id, env, logs / "status-poller.log")
+        _wait_ready(topo, t_start + ready_timeout, t_start)
+        topo.startup_s = time.monotonic() - t_start
+        topo.startup_cpu_s = startup_meter.stop()
+        yield topo
+    finally:
+        topo.stop()
+
+
+@dataclass
+class Snapshot:
+    """The workers' CPU-seconds and peak RSS, and each service's CPU-seconds, since the seed."""
+
+    cpu_s: float
+    peak_rss_mb: float
+    service_cpu_s: dict[str, float | None]
+
+
+@dataclass
+class Seeded:
+    t0: float  # monotonic, just before ``streamcrawl seed``
+    t0_unix: float
+    workers: ServiceMeter
+    services: dict[str, ServiceMeter | None]
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            self.workers.cpu_now(),
+            self.workers.peak_rss_mb,
+            {k: (m.cpu_now() if m else None) for k, m in self.services.items()},
+        )
+
+
+def seed(
+    topo: Topology,
+    seeds: list[str],
+    *,
+    delay: float,
+    max_pages: int,
+    per_origin_concurrency: int | None = None,
+) -> Seeded:
+    """Start the meters, then ``streamcrawl seed SEEDS --delay D --per-origin-concurrency N
+    (default 1 with a delay, else 8) --allow-host 127.0.0.1 --user-agent bench-streamcrawl
+    --max-pages M``."""
+    workers = ServiceMeter([p.pid for p in topo.procs]).start()
+    services = {
+        "kafka": ServiceMeter([topo.kafka_pid]).start() if topo.kafka_pid else None,
+        "cassandra": ServiceMeter([topo.cassandra_pid]).start() if topo.cassandra_pid else None,
+    }
+    topo.meters += [workers, *(m for m in services.values() if m)]
+    if per_origin_concurrency is None:
+        per_origin_concurrency = 1 if delay else 8
+    argv = [
+        topo.exe,
+        "seed",
+        *seeds,
+        "--crawl-id",
+        topo.crawl_id,
+        "--delay",
+        str(delay),
+        "--per-origin-concurrency",
+        str(per_origin_concurrency),
+        "--allow-host",
+        "127.0.0.1",
+        "--user-agent",
+        USER_AGENT,
+        "--max-pages",
+        str(max_pages),
+    ]
+    seeded = Seeded(time.monotonic(), time.time(), workers, services)
+    r = subprocess.run(argv, env=topo.env, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"streamcrawl seed exited {r.returncode}: {r.stderr[-500:]}")
+    return seeded
+
+
+@dataclass
+class Drained:
+    states: dict[str, int]  # terminal-state counts at the end
+    last_t: float  # unix time of the last change of the counts
+    snap: Snapshot  # taken at the last change of the counts
+    timed_out: bool = False
+    stalled: bool = False
+
+
+def drain(
+    topo: Topology,
+    seeded: Seeded,
+    *,
+    expected_pages: int,
+    max_pages: int | None,
+    timeout: float,
+    access_log: Path | None = None,
+) -> Drained:
+    """Wait until Cassandra's terminal-state counts (``bench.kafka_status``, what ``streamcrawl
+    status --json`` reports) hold ``expected_pages`` as ``fetched`` (or ``max_pages`` states),
+    unchanged for 3 s. A crawl whose counts stop moving for 60 s short of that, with no request
+    to the site for 30 s (``access_log``; without one, the 60 s alone), ends as ``stalled``; one
+    past ``timeout`` s as ``timed_out``."""
+    assert topo.poller is not None
+    log_size, log_seen = -1, time.monotonic()
+    last_total, last_t, last_seen = -1, seeded.t0_unix, time.monotonic()
+    snap = seeded.snapshot()
+    states: dict[str, int] = {}
+    while True:
+        topo.check_workers(" during the crawl")
+        now = time.monotonic()
+        latest = topo.poller.latest or {}
+        states = latest.get("states") or {}
+        total = sum(states.values())
+        if total != last_total:
+            last_total, last_t, last_seen = total, latest.get("t", time.time()), now
+            snap = seeded.snapshot()
+        quiet = now - last_seen
+        size = _size(access_log)
+        if size != log_size:
+            log_size, log_seen = size, now
+        complete = states.get("fetched", 0) >= expected_pages or (
+            max_pages is not None and total >= max_pages
+        )
+        if total and complete and quiet >= 3.0:
+            return Drained(states, last_t, snap)
+        # Stalled: no new terminal state for 60 s and no request to the site for 30 s
+        # (the Cassandra sink can lag the fetches by tens of seconds under load).
+        if total and quiet >= 60.0 and now - log_seen >= 30.0:
+            return Drained(states, last_t, snap, stalled=True)
+        if now - seeded.t0 > timeout:
+            return Drained(states, time.time(), seeded.snapshot(), timed_out=True)
+        topo.check_poller()
+        time.sleep(0.25)
+
+
+def measure(topo: Topology, seeded: Seeded, drained: Drained, *, rss_samples: bool) -> dict:
+    """The runner's result dict, once ``topo`` is stopped: "wall_s" from the seed to the last
+    change of the counts; "cpu_s"/"peak_rss_mb" of the workers over the same interval;
+    "service_cpu_s" of the broker and Cassandra (shared services: other work may use them);
+    start-up (before the seed) in self_report."""
+    wall = max(0.0, drained.last_t - seeded.t0_unix)
+    codes = topo.exit_codes
+    result = {
+        "returncode": next((c for c in codes if c not in (0, -signal.SIGTERM, None)), 0),
+        "wall_s": wall,
+        "cpu_s": drained.snap.cpu_s,
+        "user_s": None,
+        "sys_s": None,
+        "peak_rss_mb": seeded.workers.peak_rss_mb,
+        "timed_out": drained.timed_out,
+        "stderr_tail": _log_tail(topo.logs / "worker-1.log"),
+        "service_cpu_s": drained.snap.service_cpu_s,
+        "self_report": {
+            "crawl_id": topo.crawl_id,
+            "topic_prefix": topo.env["STREAMCRAWL_TOPIC_PREFIX"],
+            "keyspace": topo.env["STREAMCRAWL_CASSANDRA_KEYSPACE"],
+            "partitions": topo.partitions,
+            "workers": len(topo.procs),
+            "states": drained.states,
+            "stalled": drained.stalled,
+            "startup_s": topo.startup_s,
+            "startup_cpu_s": topo.startup_cpu_s,
+            "worker_exit_codes": codes,
+            "kafka_pid": topo.kafka_pid,
+            "cassandra_pid": topo.cassandra_pid,
+            "code": topo.code,
+        },
+    }
+    if rss_samples:
+        result["rss_samples"] = [(t, mb) for t, mb in seeded.workers.rss_samples if t <= wall + 1]
+    return result
+
+
+def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
+    """The Kafka wiring with ``workers`` workers on the running Kafka and Cassandra: partitions
+    ``kafka_partitions(spec)``, concurrency 64, seeded with every root and a budget of
+    ``ctx.max_pages`` (else twice the site), drained on the expected pages, measured as
+    ``measure`` says. ctx.profile: worker 1 runs under ``py-spy record``."""
+    expected = ctx.spec.expected_pages
+    with start_topology(
+        ctx.workdir,
+        workers,
+        kafka_partitions(ctx.spec),
+        profile=ctx.profile,
+        ready_timeout=min(300.0, ctx.timeout),
+    ) as topo:
+        seeded = seed(topo, ctx.seeds, delay=ctx.delay, max_pages=ctx.max_pages or 2 * expected)
+        drained = drain(
+            topo,
+            seeded,
+            expected_pages=expected,
+            max_pages=ctx.max_pages,
+            timeout=ctx.timeout,
+            access_log=ctx.extra.get("access_log"),
+        )
+    return measure(topo, seeded, drained, rss_samples=bool(ctx.max_pages))
