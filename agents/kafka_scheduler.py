@@ -30,13 +30,14 @@ from mode import Service
 from streamcrawl.agents.fetch import make_session
 from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.kafka_frontier import MARKER, Publisher
+from streamcrawl.agents.kafka_messages import report_messages
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.pipeline import Report, Stages, wait_first
 from streamcrawl.agents.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.state import ORIGINS
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import CrawlPolicy, OriginState
+from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ MARKER_PATIENCE = 10.0  # seconds before a catch-up marker that has not come bac
 MARKER_ATTEMPTS = 30
 REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the rebalance)
 STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
+PUBLISH_HOLD_MAX = 60.0  # longest an origin is held back after its report could not be sent
 
 
 class FetchService(Service):
@@ -63,6 +65,7 @@ class FetchService(Service):
         concurrency: int,
         max_origins: int = 100_000,
         max_unapplied: int | None = None,
+        page_bytes: int = 16 * 1024 * 1024,
         halted: Callable[[], bool] = lambda: False,
         **kwargs: Any,
     ) -> None:
@@ -81,6 +84,8 @@ class FetchService(Service):
         # consumer's read-ahead and the scheduler's skip sets would grow with the crawl).
         self.max_unapplied = max_unapplied if max_unapplied is not None else 4 * concurrency
         self.halted = halted  # the app is stopping: start nothing new
+        self.page_bytes = page_bytes  # max message size of the pages topic
+        self._publish_errors = 0  # consecutive reports that could not be published at all
         self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
         self.owned: set[int] = set()
         self.stopping = False
@@ -285,11 +290,9 @@ class FetchService(Service):
         """Fetch and publish; ``None`` if nothing could be published (retried later)."""
         assert self._stages is not None
         where = {"origin": d.origin, "partition": self._owner(d.origin)}
-        try:
-            report = await self._stages.run(d)
-        except Exception:  # a bug in a stage must not kill the worker: log, retry later
-            log.exception("stage failed on %s", d.entry.url if d.entry else d.origin, extra=where)
-            return None
+        report = await self._stages.run(d)  # never raises: a failed stage is an outcome
+        if report.failed:
+            self.metrics.stage_failures.labels(d.kind).inc()
         self.metrics.fetched(report.outcome, report.page)
         outcome = report.outcome
         task = asyncio.current_task()
@@ -303,31 +306,58 @@ class FetchService(Service):
             self._wake.set()
         try:
             await self._publish(report)
-        except Exception:
-            log.exception("cannot publish the report of %s", report.outcome.url, extra=where)
+        except Exception as exc:
+            self.metrics.publish_failures.labels("report").inc()
+            log.exception("cannot publish the report of %s", outcome.url, extra=where)
+            if await self._publish_failure(outcome, exc, where):
+                return report
+            # Not even that went out (the broker is away): hold the origin back, longer each
+            # time, so the URL is not refetched at the dispatch loop's pace meanwhile.
+            self._publish_errors += 1
+            wait = min(PUBLISH_HOLD_MAX, 2.0**self._publish_errors)
+            self.scheduler.hold(d.origin, time.time() + wait)
             return None
+        self._publish_errors = 0
         return report
 
+    async def _publish_failure(
+        self, outcome: Outcome, exc: Exception, where: dict[str, object]
+    ) -> bool:
+        """Publish a bare ``internal`` retry outcome for a report that could not be published,
+        so the frontier counts the attempt (``retries``, then ``failed``) instead of the URL
+        staying at its queue head to be fetched again without end. False if that failed too."""
+        if outcome.kind != "page":
+            return False  # robots.txt: nothing to count; the origin is held back
+        error = f"internal: cannot publish the report: {type(exc).__name__}: {exc}"
+        bare = msgspec.structs.replace(
+            outcome, state="retry", error=error[:500], links=(), final_url=None
+        )
+        try:
+            await self.publish("outcomes", [(bare.origin.encode(), encode(bare))])
+        except Exception:
+            self.metrics.publish_failures.labels("outcome").inc()
+            log.warning("cannot publish the failure of %s either", outcome.url, extra=where)
+            return False
+        return True
+
     async def _publish(self, report: Report) -> None:
-        """Page and other origins' link batches first, the outcome last: once the outcome is
-        applied the URL leaves its queue, so everything it produced must already be in Kafka.
-        The links of the outcome's own origin ride in the outcome (``Outcome.links``)."""
-        outcome = report.outcome
-        own = [b for b in report.batches if b.origin == outcome.origin]
-        others = [b for b in report.batches if b.origin != outcome.origin]
-        if own:
-            links = tuple(ref for b in own for ref in b.urls)
-            outcome = msgspec.structs.replace(outcome, links=outcome.links + links)
+        """Page and link batches first, the outcome last: once the outcome is applied the URL
+        leaves its queue, so everything it produced must already be in Kafka. The links of the
+        outcome's own origin ride in the outcome (``Outcome.links``) as far as they fit; every
+        value stays within its topic's message size (``report_messages``)."""
+        messages = report_messages(report, page_bytes=self.page_bytes)
+        if messages.trimmed:
+            self.metrics.messages_split.inc()
+            log.info("the report of %s was split to fit Kafka messages", report.outcome.url)
         sends = []
-        if report.page is not None:
-            sends.append(
-                self.publish("pages", [(report.page.origin.encode(), encode(report.page))])
-            )
-        if others:
-            sends.append(self.publish("frontier", [(b.origin.encode(), encode(b)) for b in others]))
+        key = messages.origin.encode()
+        if messages.pages:
+            sends.append(self.publish("pages", [(key, v) for v in messages.pages]))
+        if messages.frontier:
+            sends.append(self.publish("frontier", [(o.encode(), v) for o, v in messages.frontier]))
         if sends:
             await asyncio.gather(*sends)
-        await self.publish("outcomes", [(outcome.origin.encode(), encode(outcome))])
+        await self.publish("outcomes", [(key, messages.outcome)])
 
     async def _finish(self, tasks: Sequence[asyncio.Task[Report | None]], grace: float) -> None:
         """Wait up to ``grace`` s for ``tasks``, then cancel the rest (abandoned: refetched)."""

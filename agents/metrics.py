@@ -142,6 +142,25 @@ class Metrics:
             registry=r,
         )
 
+        self.stage_failures = Counter(
+            "streamcrawl_stage_failures",
+            "Dispatches whose stage raised (retried as an internal error), by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.publish_failures = Counter(
+            "streamcrawl_kafka_publish_failures",
+            "Reports that could not be published (report), and bare failure outcomes that "
+            "could not be published either (outcome).",
+            ["what"],
+            registry=r,
+        )
+        self.messages_split = Counter(
+            "streamcrawl_kafka_reports_split",
+            "Reports split or cut to fit the topics' message size.",
+            registry=r,
+        )
+
     def fetched(self, outcome: Outcome, page: Page | None) -> None:
         """Count one dispatch result (any kind)."""
         self.outcomes.labels(outcome.kind, outcome.state).inc()

@@ -28,6 +28,7 @@ from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, TerminalSt
 
 log = logging.getLogger(__name__)
 
+INTERNAL_ERROR_CHARS = 500  # an exception message can be anything: keep the error a line
 SeenCheck = Callable[[str, str], bool]  # (crawl id, canonical URL) -> already seen?
 
 
@@ -54,6 +55,9 @@ class Report:
     outcome: Outcome
     page: Page | None = None
     batches: list[FrontierBatch] = field(default_factory=list)
+    # The stage raised (a bug, or input no stage expected): the outcome is an ``internal``
+    # retry; the wirings count it (``streamcrawl_stage_failures``).
+    failed: bool = False
 
 
 class Stages:
@@ -64,7 +68,20 @@ class Stages:
         self.seen = seen
 
     async def run(self, d: Dispatch) -> Report:
-        """Never raises for anything a server can send; errors become outcomes."""
+        """Never raises (except ``CancelledError``): errors become outcomes.
+
+        An unexpected exception inside a stage becomes a ``retry`` outcome with an
+        ``internal: ...`` error, so the frontier retries the URL up to ``retries`` times and
+        then ends it ``failed``, instead of leaving it at its queue head to be dispatched again
+        forever. The traceback is logged on the entry's first attempt only.
+        """
+        started = time.time()
+        try:
+            return await self._run(d)
+        except Exception as exc:
+            return self._internal(d, exc, started)
+
+    async def _run(self, d: Dispatch) -> Report:
         if d.kind == "robots":
             return await self._robots(d)
         assert d.entry is not None
@@ -75,6 +92,29 @@ class Stages:
                 self._outcome(d, TerminalState.CANCELLED, started=0.0, error="crawl stopped")
             )
         return await self._page(d)
+
+    def _internal(self, d: Dispatch, exc: Exception, started: float) -> Report:
+        what = d.entry.url if d.entry is not None else robots_url(d.origin)
+        error = f"internal: {type(exc).__name__}: {exc}"[:INTERNAL_ERROR_CHARS]
+        if d.entry is None or d.entry.attempts == 0:
+            log.exception("stage failed on %s", what, extra={"origin": d.origin})
+        else:
+            log.warning("stage failed again on %s: %s", what, error, extra={"origin": d.origin})
+        if d.kind == "robots":  # an unreachable robots.txt: retried, then the origin is denied
+            outcome = Outcome(
+                crawl_id=d.rules.policy.crawl_id,
+                origin=d.origin,
+                kind="robots",
+                seq=d.seq,
+                url=what,
+                state="retry",
+                error=error,
+                started_at=started,
+                finished_at=time.time(),
+            )
+        else:
+            outcome = self._outcome(d, "retry", started=started, error=error)
+        return Report(outcome, failed=True)
 
     async def _robots(self, d: Dispatch) -> Report:
         sent = SentAt()

@@ -46,6 +46,7 @@ class Slot:
     settling: set[int] = field(default_factory=set)
     last_start: float = float("-inf")  # never started
     ready_at: float = 0.0
+    hold_until: float = 0.0  # held back by the wiring (its report could not be published)
 
 
 class Scheduler:
@@ -150,6 +151,15 @@ class Scheduler:
             if origin in self._states:
                 self._push(origin, slot)
 
+    def hold(self, origin: str, until: float) -> None:
+        """Start nothing for ``origin`` before ``until`` (kept in memory only: the wiring could
+        not publish, so nothing durable can say it)."""
+        slot = self.slots.get(origin)
+        if slot is not None:
+            slot.hold_until = max(slot.hold_until, until)
+            if origin in self._states:
+                self._push(origin, slot)
+
     def done(self, origin: str, seq: int, state: OriginState | None) -> None:
         """A dispatch ended; ``state`` is the origin's state after its outcome was applied."""
         slot = self.slots.get(origin)
@@ -167,7 +177,9 @@ class Scheduler:
         state = self._states[origin]
         head = self._head_rules(state, slot)
         delay = head.delay(state) if head is not None else 0.0
-        ready = max(state.next_fetch_at, state.backoff_until, slot.last_start + delay)
+        ready = max(
+            state.next_fetch_at, state.backoff_until, slot.last_start + delay, slot.hold_until
+        )
         if slot.in_flight and ready < slot.last_start + delay:
             ready = slot.last_start + delay
         slot.ready_at = ready

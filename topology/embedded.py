@@ -218,14 +218,9 @@ class EmbeddedCrawl:
     def _finish(
         self, task: asyncio.Task[Report], tasks: dict[asyncio.Task[Report], Dispatch]
     ) -> None:
-        d = tasks.pop(task)
-        try:
-            report = task.result()
-        except Exception:  # a bug in a stage must not kill the crawl: log, retry later
-            log.exception("stage failed on %s", d.entry.url if d.entry else d.origin)
-            self.scheduler.done(d.origin, d.seq, None)
-            return
-        self._apply(report)
+        tasks.pop(task)
+        # ``Stages.run`` never raises: a stage that failed is an ``internal`` retry outcome.
+        self._apply(task.result())
 
     def _report_progress(self, tasks: dict[asyncio.Task[Report], Dispatch]) -> None:
         if self._progress is not None:

@@ -1,5 +1,6 @@
 """The Kafka fetch service's backpressure: it stops dispatching while too many fetched URLs
-wait for the frontier agent, and resumes as their outcomes are applied."""
+wait for the frontier agent, and resumes as their outcomes are applied; a report that cannot
+be published never makes the URL loop."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from streamcrawl.agents.pipeline import Report
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.agents.scheduler import Dispatch
 from streamcrawl.agents.state import Changes
-from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from streamcrawl.schemas.codec import decode
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, Page, UrlRef
 
 ORIGIN = "http://a.test"
 
@@ -93,3 +95,107 @@ async def test_dispatch_pauses_at_max_unapplied_and_resumes_when_applied() -> No
         svc.stopping = True
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
+
+
+def _service(store: TableStore, rules: CrawlRules, publish: object) -> FetchService:
+    async def mark(partition: int, value: bytes) -> None:
+        return None
+
+    svc = FetchService(
+        store=store,
+        view=View(rules),  # type: ignore[arg-type]
+        publish=publish,  # type: ignore[arg-type]
+        mark=mark,
+        unstick=lambda p: None,
+        metrics=Metrics(),
+        partitions=4,
+        concurrency=8,
+    )
+    svc.owned = {partition_for(ORIGIN, 4)}
+    return svc
+
+
+def _one_url(policy: CrawlPolicy) -> tuple[TableStore, CrawlRules]:
+    rules = CrawlRules.from_policy(policy)
+    store = TableStore({}, {}, {})
+    ch = Changes(store)
+    batch = FrontierBatch(crawl_id="c", origin=ORIGIN, urls=(UrlRef(ORIGIN + "/x", 0),))
+    Frontier().admit(ch, batch, rules, budget=None)
+    ch.commit()
+    return store, rules
+
+
+class PageStages(Stages):
+    """Every fetch returns a page (which the broker will refuse in these tests)."""
+
+    async def run(self, d: Dispatch) -> Report:
+        report = await super().run(d)
+        page = Page(
+            crawl_id="c",
+            url=report.outcome.url,
+            final_url=report.outcome.url,
+            origin=ORIGIN,
+            status=200,
+            headers={},
+            content_type="text/html",
+            charset="utf-8",
+            title=None,
+            depth=0,
+            fetched_at=1.0,
+            elapsed_ms=1.0,
+            body_sha256="0" * 64,
+            body_bytes=0,
+            outlinks=0,
+        )
+        return Report(report.outcome, page)
+
+
+async def test_a_report_that_cannot_be_published_is_counted_as_a_failed_attempt() -> None:
+    policy = CrawlPolicy(crawl_id="c", seeds=(ORIGIN + "/",), obey_robots=False, delay=0.0)
+    store, rules = _one_url(policy)
+    outcomes: list[Outcome] = []
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        if short == "pages":
+            raise RuntimeError("MessageSizeTooLargeError")
+        outcomes.extend(decode("outcomes", v) for _, v in items)
+
+    svc = _service(store, rules, publish)
+    stages = PageStages()
+    svc._stages = stages  # type: ignore[assignment]
+    svc.scheduler.track(load_origin(store, ORIGIN))
+    loop = asyncio.create_task(svc._dispatch_loop())
+    try:
+        await asyncio.sleep(0.3)
+    finally:
+        svc.stopping = True
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    # One fetch, then a bare retry outcome the frontier counts (retries, then failed): the
+    # URL waits for it instead of being dispatched again.
+    assert len(stages.runs) == 1
+    assert [(o.state, o.links) for o in outcomes] == [("retry", ())]
+    assert outcomes[0].error is not None
+    assert outcomes[0].error.startswith("internal: cannot publish the report: RuntimeError")
+
+
+async def test_an_origin_whose_reports_cannot_be_sent_at_all_is_held_back() -> None:
+    policy = CrawlPolicy(crawl_id="c", seeds=(ORIGIN + "/",), obey_robots=False, delay=0.0)
+    store, rules = _one_url(policy)
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        raise ConnectionError("broker down")
+
+    svc = _service(store, rules, publish)
+    stages = Stages()
+    svc._stages = stages  # type: ignore[assignment]
+    svc.scheduler.track(load_origin(store, ORIGIN))
+    loop = asyncio.create_task(svc._dispatch_loop())
+    try:
+        await asyncio.sleep(3.5)
+    finally:
+        svc.stopping = True
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    # Held 2 s, then 4 s: two fetches in 3.5 s, not one per loop turn.
+    assert len(stages.runs) == 2

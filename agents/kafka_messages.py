@@ -1,0 +1,139 @@
+"""The Kafka messages of one report, each within its topic's message size.
+
+A page with 100,000 links made one outcome of 2.7 MB; the broker refused it
+(``MessageSizeTooLargeError``), the URL stayed at its queue head and was fetched again every
+second, without end. So a report is cut to size before it is sent:
+
+- the outcome carries as many of its own origin's links as fit in ``MESSAGE_BYTES``; the rest
+  go to ``frontier`` as batches of that same origin (published, like every other batch,
+  before the outcome, so nothing the page produced is lost once the outcome is applied);
+- a batch of another origin is split into several batches when it does not fit;
+- a robots.txt body that does not fit (JSON escapes can triple it) is cut at a line end;
+- a page over ``page_bytes`` loses its body (and then its headers): the page row and its
+  state are kept, the body is not worth the crawl looping on it.
+
+No I/O and no Faust: ``report_messages`` is pure, the fetch service sends what it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+import msgspec
+
+from streamcrawl.agents.pipeline import Report
+from streamcrawl.schemas.codec import encode
+from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, UrlRef
+
+# Kafka's default ``max.message.bytes`` is 1 MiB (+12); the topics other than ``pages`` keep
+# it, and a record batch adds its own framing: keep each value well under it.
+MESSAGE_BYTES: Final = 900 * 1024
+_LINK_OVERHEAD: Final = 1  # the comma between two encoded links
+
+_encode_ref = msgspec.json.Encoder().encode
+
+
+@dataclass
+class Messages:
+    """What to send, in order: ``pages`` and ``frontier`` values first, the outcome last."""
+
+    outcome: bytes
+    origin: str
+    pages: list[bytes] = field(default_factory=list)
+    frontier: list[tuple[str, bytes]] = field(default_factory=list)  # (origin, value)
+    trimmed: bool = False  # something did not fit and was split or cut
+
+
+def report_messages(
+    report: Report, *, page_bytes: int, message_bytes: int = MESSAGE_BYTES
+) -> Messages:
+    """The values a report is published as, each at most its topic's limit (``page_bytes``
+    for ``pages``, ``message_bytes`` for the others)."""
+    outcome = report.outcome
+    own = [ref for b in report.batches if b.origin == outcome.origin for ref in b.urls]
+    out = Messages(outcome=b"", origin=outcome.origin)
+    robots_cut = False
+    if outcome.robots_body is not None:
+        outcome, robots_cut = _fit_robots(outcome, message_bytes)
+    out.outcome, rest = _outcome_value(outcome, own, message_bytes)
+    out.trimmed = robots_cut or bool(rest)
+    batches = [b for b in report.batches if b.origin != outcome.origin]
+    if rest:
+        batches.append(FrontierBatch(crawl_id=outcome.crawl_id, origin=outcome.origin, urls=rest))
+    for batch in batches:
+        parts = list(_split(batch, message_bytes))
+        out.trimmed |= len(parts) > 1
+        out.frontier.extend((batch.origin, part) for part in parts)
+    if report.page is not None:
+        page, cut = _fit_page(report.page, page_bytes)
+        out.pages.append(page)
+        out.trimmed |= cut
+    return out
+
+
+def _outcome_value(
+    outcome: Outcome, links: list[UrlRef], limit: int
+) -> tuple[bytes, tuple[UrlRef, ...]]:
+    """The outcome with as many ``links`` as fit (the others are returned)."""
+    links = [*outcome.links, *links]
+    if not links:
+        return encode(outcome), ()
+    room = limit - len(encode(msgspec.structs.replace(outcome, links=())))
+    kept = _take(links, room)
+    value = encode(msgspec.structs.replace(outcome, links=tuple(links[:kept])))
+    return value, tuple(links[kept:])
+
+
+def _take(refs: Iterable[UrlRef], room: int) -> int:
+    """How many of ``refs`` (from the start) fit in ``room`` encoded bytes."""
+    used = n = 0
+    for ref in refs:
+        used += len(_encode_ref(ref)) + _LINK_OVERHEAD
+        if used > room:
+            break
+        n += 1
+    return n
+
+
+def _split(batch: FrontierBatch, limit: int) -> Iterator[bytes]:
+    """``batch`` as one or more encoded batches of the same origin, each within ``limit``."""
+    whole = encode(batch)
+    if len(whole) <= limit or len(batch.urls) <= 1:
+        yield whole
+        return
+    room = limit - len(encode(msgspec.structs.replace(batch, urls=())))
+    urls = batch.urls
+    while urls:
+        n = max(1, _take(urls, room))
+        yield encode(msgspec.structs.replace(batch, urls=urls[:n]))
+        urls = urls[n:]
+
+
+def _fit_robots(outcome: Outcome, limit: int) -> tuple[Outcome, bool]:
+    """Cut the robots.txt body at a line end until the outcome fits (it is only ever over for
+    a body full of characters JSON escapes or invalid bytes decoded as U+FFFD); also whether
+    it was cut."""
+    body = outcome.robots_body or ""
+    size = len(encode(outcome))
+    cut = False
+    while size > limit and body:
+        body = body[: int(len(body) * limit / size * 0.99)]
+        end = max(body.rfind("\n"), body.rfind("\r"))
+        body = body[: end + 1] if end >= 0 else ""
+        outcome = msgspec.structs.replace(outcome, robots_body=body)
+        size, cut = len(encode(outcome)), True
+    return outcome, cut
+
+
+def _fit_page(page: Page, limit: int) -> tuple[bytes, bool]:
+    """The encoded page; without its body, then its headers, while it is over ``limit``."""
+    value = encode(page)
+    if len(value) <= limit:
+        return value, False
+    page = msgspec.structs.replace(page, body=None)
+    value = encode(page)
+    if len(value) > limit:
+        value = encode(msgspec.structs.replace(page, headers={}))
+    return value, True

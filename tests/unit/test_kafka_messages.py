@@ -1,0 +1,115 @@
+"""A report is published as values that each fit their topic: a page with 100,000 links once
+made a 2.7 MB outcome the broker refused, and the URL was refetched every second forever."""
+
+from __future__ import annotations
+
+import msgspec
+
+from streamcrawl.agents.kafka_messages import MESSAGE_BYTES, report_messages
+from streamcrawl.agents.pipeline import Report
+from streamcrawl.schemas.codec import decode
+from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, UrlRef
+
+OWN, OTHER = "http://a.test", "http://b.test"
+PARENT = OWN + "/links"
+
+
+def outcome(**kw: object) -> Outcome:
+    base: dict[str, object] = {
+        "crawl_id": "c",
+        "origin": OWN,
+        "kind": "page",
+        "seq": 3,
+        "url": PARENT,
+        "state": "fetched",
+        "started_at": 1.0,
+        "finished_at": 2.0,
+    }
+    return Outcome(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def page(body: str | None = None) -> Page:
+    return Page(
+        crawl_id="c",
+        url=PARENT,
+        final_url=PARENT,
+        origin=OWN,
+        status=200,
+        headers={"x-big": "h" * 60_000},
+        content_type="text/html",
+        charset="utf-8",
+        title="t",
+        depth=0,
+        fetched_at=1.0,
+        elapsed_ms=1.0,
+        body_sha256="0" * 64,
+        body_bytes=0,
+        outlinks=0,
+        body=body,
+    )
+
+
+def refs(origin: str, n: int) -> tuple[UrlRef, ...]:
+    return tuple(UrlRef(f"{origin}/page/{i:06d}", 1, PARENT) for i in range(n))
+
+
+def test_100k_links_are_split_and_none_is_lost() -> None:
+    own, other = refs(OWN, 100_000), refs(OTHER, 100_000)
+    report = Report(
+        outcome(),
+        None,
+        [
+            FrontierBatch(crawl_id="c", origin=OWN, urls=own),
+            FrontierBatch(crawl_id="c", origin=OTHER, urls=other),
+        ],
+    )
+    msgs = report_messages(report, page_bytes=16 * 1024 * 1024)
+    assert msgs.trimmed
+    assert len(msgs.outcome) <= MESSAGE_BYTES
+    assert all(len(v) <= MESSAGE_BYTES for _, v in msgs.frontier)
+    sent = decode("outcomes", msgs.outcome)
+    assert sent.links and sent.seq == 3 and sent.state == "fetched"
+    by_origin: dict[str, list[UrlRef]] = {OWN: list(sent.links), OTHER: []}
+    for origin, value in msgs.frontier:
+        batch = decode("frontier", value)
+        assert batch.origin == origin  # keyed by the origin whose URLs it carries
+        by_origin[origin].extend(batch.urls)
+    assert by_origin[OWN] == list(own)  # in order: the outcome's share first
+    assert by_origin[OTHER] == list(other)
+
+
+def test_a_small_report_is_one_outcome_with_its_links() -> None:
+    own = refs(OWN, 3)
+    report = Report(outcome(), None, [FrontierBatch(crawl_id="c", origin=OWN, urls=own)])
+    msgs = report_messages(report, page_bytes=1 << 20)
+    assert not msgs.trimmed and not msgs.frontier
+    assert decode("outcomes", msgs.outcome).links == own
+
+
+def test_a_page_over_the_pages_limit_loses_its_body_then_its_headers() -> None:
+    report = Report(outcome(), page(body="x" * 200_000))
+    msgs = report_messages(report, page_bytes=150_000)
+    sent = decode("pages", msgs.pages[0])
+    assert msgs.trimmed and sent.body is None and sent.headers
+    msgs = report_messages(report, page_bytes=20_000)
+    sent = decode("pages", msgs.pages[0])
+    assert sent.body is None and sent.headers == {} and len(msgs.pages[0]) <= 20_000
+
+
+def test_a_robots_body_that_escapes_to_over_the_limit_is_cut_at_a_line_end() -> None:
+    # 500 KiB of control characters: each becomes a 6-byte JSON escape.
+    body = ("Disallow: /x\x01\x02\x03\n" * 30_000)[: 500 * 1024]
+    report = Report(outcome(kind="robots", seq=-1, robots_status=200, robots_body=body))
+    msgs = report_messages(report, page_bytes=1 << 20)
+    sent = decode("outcomes", msgs.outcome)
+    assert len(msgs.outcome) <= MESSAGE_BYTES and msgs.trimmed
+    assert sent.robots_body and sent.robots_body.endswith("\n")
+    assert body.startswith(sent.robots_body)
+
+
+def test_a_plain_robots_body_of_500_kib_is_kept_whole() -> None:
+    body = ("Disallow: /private/path\n" * 30_000)[: 500 * 1024]
+    report = Report(outcome(kind="robots", seq=-1, robots_status=200, robots_body=body))
+    msgs = report_messages(report, page_bytes=1 << 20)
+    assert not msgs.trimmed
+    assert msgspec.json.decode(msgs.outcome)["robots_body"] == body
