@@ -16,7 +16,8 @@ from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.agents.scheduler import Dispatch
 from streamcrawl.agents.state import Changes
 from streamcrawl.schemas.codec import decode
-from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, Page, UrlRef
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from tests.unit.test_kafka_messages import page
 
 ORIGIN = "http://a.test"
 
@@ -130,24 +131,18 @@ class PageStages(Stages):
 
     async def run(self, d: Dispatch) -> Report:
         report = await super().run(d)
-        page = Page(
-            crawl_id="c",
-            url=report.outcome.url,
-            final_url=report.outcome.url,
-            origin=ORIGIN,
-            status=200,
-            headers={},
-            content_type="text/html",
-            charset="utf-8",
-            title=None,
-            depth=0,
-            fetched_at=1.0,
-            elapsed_ms=1.0,
-            body_sha256="0" * 64,
-            body_bytes=0,
-            outlinks=0,
-        )
-        return Report(report.outcome, page)
+        return Report(report.outcome, page())
+
+
+async def _run_for(svc: FetchService, seconds: float) -> None:
+    svc.scheduler.track(load_origin(svc.store, ORIGIN))
+    loop = asyncio.create_task(svc._dispatch_loop())
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        svc.stopping = True
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
 
 
 async def test_a_report_that_cannot_be_published_is_counted_as_a_failed_attempt() -> None:
@@ -163,14 +158,7 @@ async def test_a_report_that_cannot_be_published_is_counted_as_a_failed_attempt(
     svc = _service(store, rules, publish)
     stages = PageStages()
     svc._stages = stages  # type: ignore[assignment]
-    svc.scheduler.track(load_origin(store, ORIGIN))
-    loop = asyncio.create_task(svc._dispatch_loop())
-    try:
-        await asyncio.sleep(0.3)
-    finally:
-        svc.stopping = True
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+    await _run_for(svc, 0.3)
     # One fetch, then a bare retry outcome the frontier counts (retries, then failed): the
     # URL waits for it instead of being dispatched again.
     assert len(stages.runs) == 1
@@ -189,13 +177,6 @@ async def test_an_origin_whose_reports_cannot_be_sent_at_all_is_held_back() -> N
     svc = _service(store, rules, publish)
     stages = Stages()
     svc._stages = stages  # type: ignore[assignment]
-    svc.scheduler.track(load_origin(store, ORIGIN))
-    loop = asyncio.create_task(svc._dispatch_loop())
-    try:
-        await asyncio.sleep(3.5)
-    finally:
-        svc.stopping = True
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+    await _run_for(svc, 3.5)
     # Held 2 s, then 4 s: two fetches in 3.5 s, not one per loop turn.
     assert len(stages.runs) == 2
