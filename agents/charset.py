@@ -18,7 +18,7 @@ import zlib
 import brotli
 import charset_normalizer
 
-from streamcrawl.agents.errors import FetchPermanent
+from streamcrawl.agents.errors import ErrorClass, FetchPermanent
 
 # The WHATWG prescan looks at the first 1024 bytes; real pages put <meta charset> after long
 # <script>/<style> blocks often enough that we look a little further.
@@ -141,7 +141,8 @@ class Decoder:
             self._brotli = brotli.Decompressor()
         elif self.encoding != "identity":
             raise FetchPermanent(
-                f"unsupported Content-Encoding {self.encoding!r}", error_class="bad_encoding"
+                f"unsupported Content-Encoding {self.encoding!r}",
+                error_class=ErrorClass.BAD_ENCODING,
             )
 
     def _take(self, out: bytes) -> bytes:
@@ -161,7 +162,7 @@ class Decoder:
                 return self._take(self._feed_brotli(data))
         except (zlib.error, brotli.error) as exc:
             raise FetchPermanent(
-                f"corrupt {self.encoding} body: {exc}", error_class="bad_encoding"
+                f"corrupt {self.encoding} body: {exc}", error_class=ErrorClass.BAD_ENCODING
             ) from exc
         return self._take(data)
 

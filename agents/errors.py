@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 
 class CrawlError(Exception):
     """Base of every streamcrawl error; its message says what to do."""
@@ -15,12 +17,35 @@ class InvalidURL(CrawlError):
     """A URL cannot be canonicalized (bad scheme, userinfo, bad host or port, too long)."""
 
 
+class ErrorClass(enum.StrEnum):
+    """Why a fetch attempt failed: the prefix of a URL's ``last_error`` (``"timeout: ..."``)."""
+
+    FETCH_ERROR = "fetch_error"  # no finer class applies
+    # The network (agents/fetch.py maps aiohttp's exceptions).
+    TIMEOUT = "timeout"
+    DNS = "dns"
+    CONNECT = "connect"
+    RESET = "reset"
+    PAYLOAD = "payload"
+    NETWORK = "network"
+    # HTTP statuses: 408 and 429 and 5xx are retried, other 4xx are not.
+    HTTP_408 = "http_408"
+    HTTP_429 = "http_429"
+    HTTP_5XX = "http_5xx"
+    HTTP_4XX = "http_4xx"
+    # Redirects and bodies.
+    BAD_REDIRECT = "bad_redirect"
+    REDIRECT_LOOP = "redirect_loop"
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    BAD_ENCODING = "bad_encoding"
+
+
 class FetchError(CrawlError):
-    """A fetch attempt failed; ``error_class`` is the short name recorded as the last error."""
+    """A fetch attempt failed; ``error_class`` is the class recorded with the last error."""
 
-    error_class = "fetch_error"
+    error_class = ErrorClass.FETCH_ERROR
 
-    def __init__(self, message: str, *, error_class: str | None = None) -> None:
+    def __init__(self, message: str, *, error_class: ErrorClass | None = None) -> None:
         super().__init__(message)
         if error_class is not None:
             self.error_class = error_class
@@ -36,7 +61,7 @@ class FetchRetryable(FetchError):
         self,
         message: str,
         *,
-        error_class: str | None = None,
+        error_class: ErrorClass | None = None,
         status: int | None = None,
         retry_after: float | None = None,
     ) -> None:
@@ -48,13 +73,11 @@ class FetchRetryable(FetchError):
 class FetchPermanent(FetchError):
     """No further attempt will help (4xx other than 408/429, a redirect loop, a bad redirect)."""
 
-    def __init__(self, message: str, *, error_class: str | None = None, status: int | None = None):
+    def __init__(
+        self, message: str, *, error_class: ErrorClass | None = None, status: int | None = None
+    ) -> None:
         super().__init__(message, error_class=error_class)
         self.status = status
-
-
-class RobotsDenied(CrawlError):
-    """robots.txt disallows the URL for our user agent."""
 
 
 class StateError(CrawlError):

@@ -28,7 +28,7 @@ import aiohttp
 import msgspec
 
 from streamcrawl.agents.charset import BodyTooLarge, Decoder, decode_html
-from streamcrawl.agents.errors import FetchError, FetchPermanent, FetchRetryable
+from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
@@ -205,10 +205,15 @@ def _resolve(base: str, location: str) -> str:
         target = urljoin(base, location.strip()).partition("#")[0]
         parts = urlsplit(target)
     except ValueError as exc:
-        raise FetchPermanent(f"bad redirect {location!r}", error_class="bad_redirect") from exc
+        raise FetchPermanent(
+            f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT
+        ) from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise FetchPermanent(f"bad redirect {location!r}", error_class="bad_redirect")
+        raise FetchPermanent(f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT)
     return target
+
+
+_RETRYABLE_STATUS = {408: ErrorClass.HTTP_408, 429: ErrorClass.HTTP_429}
 
 
 def _raise_for_status(resp: aiohttp.ClientResponse, url: str) -> None:
@@ -217,26 +222,28 @@ def _raise_for_status(resp: aiohttp.ClientResponse, url: str) -> None:
         retry_after = parse_retry_after(resp.headers.get("Retry-After"))
         raise FetchRetryable(
             f"HTTP {status} from {url}; retry later",
-            error_class="http_5xx" if status >= 500 else f"http_{status}",
+            error_class=_RETRYABLE_STATUS.get(status, ErrorClass.HTTP_5XX),
             status=status,
             retry_after=retry_after,
         )
     if 400 <= status <= 499:
-        raise FetchPermanent(f"HTTP {status} from {url}", error_class="http_4xx", status=status)
+        raise FetchPermanent(
+            f"HTTP {status} from {url}", error_class=ErrorClass.HTTP_4XX, status=status
+        )
 
 
-def _error_class(exc: BaseException) -> str:
+def _error_class(exc: BaseException) -> ErrorClass:
     if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError family
-        return "timeout"
+        return ErrorClass.TIMEOUT
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return "dns"
+        return ErrorClass.DNS
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connect"
+        return ErrorClass.CONNECT
     if isinstance(exc, aiohttp.ServerDisconnectedError | ConnectionResetError):
-        return "reset"
+        return ErrorClass.RESET
     if isinstance(exc, aiohttp.ClientPayloadError):
-        return "payload"
-    return "network"
+        return ErrorClass.PAYLOAD
+    return ErrorClass.NETWORK
 
 
 async def fetch(
@@ -332,13 +339,13 @@ async def _fetch(
                 if target in visited:
                     raise FetchPermanent(
                         f"redirect loop at {target}",
-                        error_class="redirect_loop",
+                        error_class=ErrorClass.REDIRECT_LOOP,
                         status=resp.status,
                     )
                 if len(hops) >= policy.max_redirects:
                     raise FetchPermanent(
                         f"more than {policy.max_redirects} redirects from {url}",
-                        error_class="too_many_redirects",
+                        error_class=ErrorClass.TOO_MANY_REDIRECTS,
                         status=resp.status,
                     )
                 try:

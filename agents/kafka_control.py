@@ -5,7 +5,9 @@ assigns itself every partition (no consumer group), into in-memory dicts. Why no
 GlobalTables: Faust 0.15 documents that a GlobalTable shared by several workers may loop in
 recovery (``faust/tables/globaltable.py``), and a GlobalTable written from a partitioned agent
 needs as many changelog partitions as the source topic. A direct reader has neither problem,
-costs one consumer per worker, and makes a bad ``control`` message a logged, counted skip.
+costs one consumer per worker, and makes a bad ``control`` message a logged, counted skip: a
+spec that breaks the bounds of ``CrawlPolicy`` or whose rules do not compile is refused with one
+warning naming the crawl, the field and why, and the crawl keeps the spec it had.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.helpers import create_ssl_context
 from mode import Service
 
+from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.schemas.codec import BadMessage, decode
@@ -190,18 +193,22 @@ class SharedView(Service):
             return True
         try:
             policy: CrawlPolicy = decode("control", value)
-        except BadMessage as exc:
+            rules = CrawlRules.from_policy(policy)
+        except (BadMessage, ConfigError) as exc:
+            # Refused, never applied: the crawl keeps the last spec it had, if any.
             self.metrics.bad_messages.labels("control").inc()
             log.warning(
-                "skipping bad control message at %s/%s@%s: %s",
+                "refusing crawl spec of %r at %s/%s@%s: %s",
+                crawl_id[:100],
                 topic,
                 partition,
                 offset,
                 exc,
-                extra=where,
+                extra=where | {"crawl_id": crawl_id[:100]},
             )
             return False
         self.policies[policy.crawl_id] = policy
+        self._rules[policy.crawl_id] = rules
         for listener in self.listeners:
             listener(policy)
         return True

@@ -1,19 +1,24 @@
 """Wire encoding of the Kafka values: JSON UTF-8, one ``schemas/records.py`` Struct per topic.
 
 ``encode`` is what every producer uses; ``decode`` is what every consumer uses, and it rejects
-anything that is not a known record of a known schema version, so a reader never acts on a
-message it does not understand (it logs and skips it, or stops, as its caller decides).
+anything that is not a known record of a known schema version, or that breaks a bound of its
+record (``schemas/records.py``: seeds per spec, string lengths, limits), so a reader never acts
+on a message it does not understand or should not take (it logs and skips it, or stops, as its
+caller decides). ``check`` applies the same bounds to a record built in this process (the CLI).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, TypeVar
 
 import msgspec
 
 from streamcrawl.schemas.records import SCHEMA_VERSION, WIRE_RECORDS
 
-KNOWN_VERSIONS = frozenset({SCHEMA_VERSION})
+# Version 1 records (from producers not yet upgraded) decode into the same Structs and are held to
+# the version 2 bounds.
+KNOWN_VERSIONS = frozenset({1, SCHEMA_VERSION})
 
 _encoder = msgspec.json.Encoder()
 _decoders: dict[str, msgspec.json.Decoder[Any]] = {
@@ -22,16 +27,33 @@ _decoders: dict[str, msgspec.json.Decoder[Any]] = {
 
 
 class _Envelope(msgspec.Struct):
-    """Only the version, read when a full decode fails, to say *why* it failed."""
+    """Only the version and crawl id, read when a full decode fails, to say *why* it failed."""
 
     v: Any = None
+    crawl_id: Any = None
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
 
 
 class BadMessage(ValueError):
-    """A Kafka value that is not valid JSON, not the topic's record shape, or of unknown version."""
+    """A Kafka value that is not valid JSON, not the topic's record shape or bounds, or of
+    unknown version.
+
+    ``crawl_id`` (shortened) and ``field`` (e.g. ``seeds`` or ``urls[3].url``) say where, when
+    known; the message names both.
+    """
+
+    def __init__(
+        self, message: str, *, crawl_id: str | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.crawl_id = crawl_id
+        self.field = field
+
+
+R = TypeVar("R", bound=msgspec.Struct)
+_AT = re.compile(r" - at `\$\.?(.*)`$")
 
 
 def encode(record: msgspec.Struct) -> bytes:
@@ -63,18 +85,66 @@ def decode(topic: str, data: bytes | bytearray | memoryview | str) -> Any:
     try:
         record = _decoders[short].decode(data)
     except msgspec.DecodeError as exc:
-        raise BadMessage(f"bad {short} message: {_why(data, exc)}") from None
+        raise _bad(short, data, exc) from None
     if record.v not in KNOWN_VERSIONS:
-        raise BadMessage(f"bad {short} message: unknown schema version v={record.v!r}")
+        raise BadMessage(
+            f"bad {short} message: unknown schema version v={record.v!r}",
+            crawl_id=_shorten(getattr(record, "crawl_id", None)),
+        )
     return record
 
 
-def _why(data: bytes | bytearray | memoryview | str, exc: msgspec.DecodeError) -> str:
-    """Prefer 'unknown version' over a shape error when the version is the real cause."""
+def check(record: R) -> R:
+    """``record`` if it keeps every bound of its type (as ``decode`` would check on the wire);
+    raises ``BadMessage`` naming the field otherwise. Struct constructors check no bounds."""
     try:
-        version = _envelope.decode(data).v
+        return msgspec.convert(msgspec.to_builtins(record), type(record))
+    except msgspec.ValidationError as exc:
+        crawl_id = _shorten(getattr(record, "crawl_id", None))
+        field, why = _split(str(exc))
+        message = _message(f"invalid {type(record).__name__}", crawl_id, field, why)
+        raise BadMessage(message, crawl_id=crawl_id, field=field) from None
+
+
+def _bad(short: str, data: bytes | bytearray | memoryview | str, exc: Exception) -> BadMessage:
+    """The error for an undecodable value: 'unknown version' wins over a shape error when the
+    version is the real cause; the crawl id and field are named when they can be read."""
+    try:
+        envelope = _envelope.decode(data)
     except msgspec.DecodeError:
-        return str(exc)
-    if version is not None and version not in KNOWN_VERSIONS:
-        return f"unknown schema version v={version!r}"
-    return str(exc)
+        return BadMessage(f"bad {short} message: {exc}")
+    crawl_id = _shorten(envelope.crawl_id)
+    if envelope.v is not None and envelope.v not in KNOWN_VERSIONS:
+        why = f"unknown schema version v={envelope.v!r}"
+        return BadMessage(f"bad {short} message: {why}", crawl_id=crawl_id)
+    field, why = _split(str(exc))
+    message = _message(f"bad {short} message", crawl_id, field, why)
+    return BadMessage(message, crawl_id=crawl_id, field=field)
+
+
+def _message(what: str, crawl_id: str | None, field: str | None, why: str) -> str:
+    where = ", ".join(
+        part
+        for part in (
+            f"crawl {crawl_id!r}" if crawl_id is not None else "",
+            f"field {field}" if field else "",
+        )
+        if part
+    )
+    return what + (f" ({where})" if where else "") + f": {why}"
+
+
+def _split(error: str) -> tuple[str | None, str]:
+    """msgspec's 'Expected `int` >= 1 - at `$.max_pages`' -> ('max_pages', 'Expected ...')."""
+    match = _AT.search(error)
+    if match is None:
+        return None, error
+    return match.group(1) or None, error[: match.start()]
+
+
+def _shorten(value: object, limit: int = 100) -> str | None:
+    """A crawl id fit for a log line: a hostile one may be megabytes long, or not a string."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

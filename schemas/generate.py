@@ -2,7 +2,9 @@
 
 ``python -m streamcrawl.schemas.generate`` writes ``schemas/json/<topic>.v<N>.schema.json`` for
 every entry of ``WIRE_RECORDS`` and ``schemas/json/index.json`` (topic -> schema file, key format,
-value encoding, compression), and deletes stale schema files. ``--check`` writes nothing and exits 1
+value encoding, compression), and deletes stale schema files. The files of earlier versions the
+decoder still accepts (``codec.KNOWN_VERSIONS``) stay as they were published: frozen, not
+regenerated, not deleted. ``--check`` writes nothing and exits 1
 if the files on disk differ from what the records produce (for CI).
 
 A consumer in any language reads a topic with: key = UTF-8 bytes (origin, or crawl id on
@@ -19,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from streamcrawl.schemas.codec import KNOWN_VERSIONS
 from streamcrawl.schemas.records import SCHEMA_VERSION, WIRE_RECORDS
 
 JSON_DIR = Path(__file__).parent / "json"
@@ -75,7 +78,11 @@ def index() -> dict[str, Any]:
             "compression": configs.get("compression.type", "producer"),
             "cleanup_policy": configs.get("cleanup.policy", "delete"),
         }
-    return {"schema_version": SCHEMA_VERSION, "topics": topics}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "accepted_versions": sorted(KNOWN_VERSIONS),
+        "topics": topics,
+    }
 
 
 def _dump(data: dict[str, Any]) -> str:
@@ -97,7 +104,12 @@ def stale(directory: Path = JSON_DIR) -> list[str]:
         for name, text in files.items()
         if not (directory / name).is_file() or (directory / name).read_text("utf-8") != text
     ]
-    extra = [p.name for p in directory.glob("*.json") if p.name not in files]
+    frozen = tuple(f".v{v}.schema.json" for v in KNOWN_VERSIONS if v != SCHEMA_VERSION)
+    extra = [
+        p.name
+        for p in directory.glob("*.json")
+        if p.name not in files and not p.name.endswith(frozen)
+    ]
     return sorted(wrong + extra)
 
 

@@ -8,11 +8,14 @@ the schema version; readers reject versions they do not know.
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import Meta
 
-SCHEMA_VERSION = 1
+# v2: CrawlPolicy, FrontierBatch and UrlRef carry their bounds (below); readers still accept v1
+# records, validated against the v2 bounds (``schemas.codec.KNOWN_VERSIONS``).
+SCHEMA_VERSION = 2
 
 
 class TerminalState(enum.StrEnum):
@@ -38,48 +41,78 @@ DEFAULT_USER_AGENT = "streamcrawl/0.1 (+https://github.com/streamcrawl/streamcra
 DEFAULT_STRIP_PARAMS = ("utm_*", "gclid", "fbclid", "dclid", "msclkid", "mc_eid", "_hsenc")
 DEFAULT_CONTENT_TYPES = ("text/html", "application/xhtml+xml")
 
+# Bounds of a crawl spec and of a seed request, checked by the decoder of every topic, by the CLI
+# and published in the JSON Schemas: a message outside them is refused, never applied. Generous
+# for a large production crawl, small enough that one message cannot swamp a worker (see
+# docs/architecture.md, "Crawl spec bounds").
+MAX_SEEDS = 10_000
+MAX_HOSTS = 10_000
+MAX_PATTERNS = 256
+MAX_PATTERN_CHARS = 2_048
+MAX_URL_CHARS = 65_536
+MAX_BATCH_URLS = 10_000
+MAX_PAGES = 10**12
+DAY = 86_400.0
+
+CrawlId = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+        description="1-100 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+    ),
+]
+Url = Annotated[str, Meta(min_length=1, max_length=MAX_URL_CHARS)]
+Origin = Annotated[str, Meta(min_length=1, max_length=1_024)]
+Host = Annotated[str, Meta(min_length=1, max_length=261)]  # a 253-byte DNS name + ":65535"
+Pattern = Annotated[str, Meta(max_length=MAX_PATTERN_CHARS)]
+Name = Annotated[str, Meta(min_length=1, max_length=255)]
+Seconds = Annotated[float, Meta(ge=0.0, le=DAY)]
+Timeout = Annotated[float, Meta(gt=0.0, le=3_600.0)]
+
 
 class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """Everything that defines one crawl; published on the ``control`` topic keyed by crawl id."""
 
     v: int = SCHEMA_VERSION
-    crawl_id: str
-    seeds: tuple[str, ...] = ()
+    crawl_id: CrawlId
+    seeds: Annotated[tuple[Url, ...], Meta(max_length=MAX_SEEDS)] = ()
     # Scope: the seeds' hosts ("www." ignored) always, plus allow_hosts and allow_domains.
-    allow_hosts: tuple[str, ...] = ()
-    allow_domains: tuple[str, ...] = ()
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    max_depth: int | None = None
-    max_pages: int | None = None
+    allow_hosts: Annotated[tuple[Host, ...], Meta(max_length=MAX_HOSTS)] = ()
+    allow_domains: Annotated[tuple[Host, ...], Meta(max_length=MAX_HOSTS)] = ()
+    include: Annotated[tuple[Pattern, ...], Meta(max_length=MAX_PATTERNS)] = ()
+    exclude: Annotated[tuple[Pattern, ...], Meta(max_length=MAX_PATTERNS)] = ()
+    max_depth: Annotated[int, Meta(ge=0, le=1_000_000)] | None = None
+    max_pages: Annotated[int, Meta(ge=1, le=MAX_PAGES)] | None = None
     # Trap guards.
-    max_url_length: int = 2048
-    max_path_depth: int = 32
-    max_segment_repeats: int = 3
+    max_url_length: Annotated[int, Meta(ge=16, le=MAX_URL_CHARS)] = 2048
+    max_path_depth: Annotated[int, Meta(ge=1, le=1_000)] = 32
+    max_segment_repeats: Annotated[int, Meta(ge=1, le=1_000)] = 3
     # Canonicalization.
-    strip_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
+    strip_params: Annotated[tuple[Name, ...], Meta(max_length=MAX_PATTERNS)] = DEFAULT_STRIP_PARAMS
     sort_query: bool = True
     fold_trailing_slash: bool = False
     # Politeness.
-    delay: float = 1.0
-    per_origin_concurrency: int = 1
-    max_crawl_delay: float = 30.0
-    max_backoff: float = 300.0
+    delay: Seconds = 1.0
+    per_origin_concurrency: Annotated[int, Meta(ge=1, le=100)] = 1
+    max_crawl_delay: Seconds = 30.0
+    max_backoff: Seconds = 300.0
     # Robots and page directives.
-    user_agent: str = DEFAULT_USER_AGENT
+    user_agent: Annotated[str, Meta(min_length=1, max_length=512)] = DEFAULT_USER_AGENT
     obey_robots: bool = True
-    robots_ttl: float = 86400.0
-    robots_error_ttl: float = 300.0
+    robots_ttl: Annotated[float, Meta(ge=0.0, le=30 * DAY)] = 86400.0
+    robots_error_ttl: Seconds = 300.0
     honor_nofollow: bool = True
     honor_noindex: bool = True
     honor_x_robots_tag: bool = True
     # Fetching.
-    max_body: int = 10 * 1024 * 1024
-    timeout: float = 30.0
-    connect_timeout: float = 10.0
-    retries: int = 2
-    max_redirects: int = 5
-    content_types: tuple[str, ...] = DEFAULT_CONTENT_TYPES
+    max_body: Annotated[int, Meta(ge=1, le=1 << 30)] = 10 * 1024 * 1024
+    timeout: Timeout = 30.0
+    connect_timeout: Timeout = 10.0
+    retries: Annotated[int, Meta(ge=0, le=100)] = 2
+    max_redirects: Annotated[int, Meta(ge=0, le=100)] = 5
+    content_types: Annotated[tuple[Name, ...], Meta(max_length=MAX_PATTERNS)] = (
+        DEFAULT_CONTENT_TYPES
+    )
     store_bodies: bool = False
     state: CrawlRunState = "running"
 
@@ -87,18 +120,18 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
 class UrlRef(msgspec.Struct, frozen=True, array_like=False):
     """A discovered URL: its text (canonical when the sender canonicalized it), depth, parent."""
 
-    url: str
-    depth: int
-    parent: str | None = None
+    url: Url
+    depth: Annotated[int, Meta(ge=0)]
+    parent: Url | None = None
 
 
 class FrontierBatch(msgspec.Struct, frozen=True, kw_only=True):
     """URLs for ONE origin, sent to the frontier keyed by that origin."""
 
     v: int = SCHEMA_VERSION
-    crawl_id: str
-    origin: str
-    urls: tuple[UrlRef, ...]
+    crawl_id: CrawlId
+    origin: Origin
+    urls: Annotated[tuple[UrlRef, ...], Meta(max_length=MAX_BATCH_URLS)]
 
 
 class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,14 +11,16 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, get_type_hints
+
+import msgspec
 
 from streamcrawl.agents.errors import ConfigError, CrawlError, InvalidURL
-from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlPolicy
+from streamcrawl.schemas.codec import BadMessage, check
+from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlId, CrawlPolicy
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-_CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,25 +46,34 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 
 _positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 <= value <= 86400:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, got {text}")
-    return value
+def _policy_value(name: str, parse: Callable[[str], object], what: str) -> Callable[[str], Any]:
+    """An argparse type for the ``CrawlPolicy`` field ``name``: ``parse`` the text, then check
+    it against the bounds on the record itself (``schemas/records.py``), which the control topic
+    and the JSON Schema share."""
+    hint = get_type_hints(CrawlPolicy, include_extras=True)[name]
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        try:
+            return msgspec.convert(value, hint)
+        except msgspec.ValidationError as exc:
+            raise argparse.ArgumentTypeError(f"{exc}, got {text}") from None
+
+    return convert
 
 
 def _crawl_id(text: str) -> str:
-    if not _CRAWL_ID.match(text):
+    try:
+        return msgspec.convert(text, CrawlId)
+    except msgspec.ValidationError:
         raise argparse.ArgumentTypeError(
             f"crawl id {text!r} must be 1-100 letters, digits, '.', '_' or '-'"
-        )
-    return text
+        ) from None
 
 
 def _regex(text: str) -> str:
@@ -76,17 +87,25 @@ def _regex(text: str) -> str:
 def add_policy_flags(p: argparse.ArgumentParser) -> None:
     """Flags that define a crawl, shared by ``crawl`` and ``seed``."""
     p.add_argument("--crawl-id", type=_crawl_id, help="name of the crawl (resume with the same)")
-    p.add_argument("--max-pages", type=_positive_int, help="stop admitting URLs after N")
-    p.add_argument("--max-depth", type=_non_negative_int, help="links followed from the seeds")
+    p.add_argument(
+        "--max-pages",
+        type=_policy_value("max_pages", int, "a whole number"),
+        help="stop admitting URLs after N",
+    )
+    p.add_argument(
+        "--max-depth",
+        type=_policy_value("max_depth", int, "a whole number"),
+        help="links followed from the seeds",
+    )
     p.add_argument(
         "--delay",
-        type=_seconds,
+        type=_policy_value("delay", float, "seconds"),
         default=1.0,
         help="seconds between requests to one origin (default 1)",
     )
     p.add_argument(
         "--per-origin-concurrency",
-        type=_positive_int,
+        type=_policy_value("per_origin_concurrency", int, "a whole number"),
         default=1,
         help="requests in flight per origin (default 1)",
     )
@@ -133,23 +152,26 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-crawl-delay",
-        type=_seconds,
+        type=_policy_value("max_crawl_delay", float, "seconds"),
         default=30.0,
         help="cap on robots.txt Crawl-delay (default 30)",
     )
     p.add_argument(
         "--max-body",
-        type=_positive_int,
+        type=_policy_value("max_body", int, "a whole number"),
         default=10 * 1024 * 1024,
         metavar="BYTES",
         help="stop reading a body past this size (default 10 MiB)",
     )
     p.add_argument(
-        "--timeout", type=_seconds, default=30.0, help="total seconds per request (default 30)"
+        "--timeout",
+        type=_policy_value("timeout", float, "seconds"),
+        default=30.0,
+        help="total seconds per request (default 30)",
     )
     p.add_argument(
         "--retries",
-        type=_non_negative_int,
+        type=_policy_value("retries", int, "a whole number"),
         default=2,
         help="extra attempts after a retryable error (default 2)",
     )
@@ -163,7 +185,8 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
-    """Build and validate the crawl policy; raises ``InvalidURL`` for a bad seed."""
+    """Build and validate the crawl policy; raises ``InvalidURL`` for a bad seed and
+    ``ConfigError`` for a spec outside the record's bounds (e.g. too many ``--allow-host``)."""
     from streamcrawl.agents.canonical import canonicalize
 
     canonical = []
@@ -172,7 +195,7 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
             canonical.append(canonicalize(seed).url)
         except InvalidURL as exc:
             raise InvalidURL(f"invalid seed URL {seed!r}: {exc}") from None
-    return CrawlPolicy(
+    policy = CrawlPolicy(
         crawl_id=crawl_id,
         seeds=tuple(canonical),
         allow_hosts=tuple(h.lower() for h in args.allow_host),
@@ -188,13 +211,17 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         obey_robots=not args.ignore_robots,
         honor_nofollow=not args.ignore_nofollow,
         max_body=args.max_body,
-        timeout=max(args.timeout, 0.1),
-        connect_timeout=min(10.0, max(args.timeout, 0.1)),
+        timeout=args.timeout,
+        connect_timeout=min(10.0, args.timeout),
         retries=args.retries,
         sort_query=not args.keep_query_order,
         fold_trailing_slash=args.fold_trailing_slash,
         store_bodies=args.store_bodies,
     )
+    try:
+        return check(policy)
+    except BadMessage as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -84,7 +84,11 @@ def test_every_wire_record_has_samples() -> None:
 
 
 def test_committed_files_are_up_to_date() -> None:
-    on_disk = {p.name: p.read_text("utf-8") for p in generate.JSON_DIR.glob("*.json")}
+    on_disk = {
+        p.name: p.read_text("utf-8")
+        for p in generate.JSON_DIR.glob("*.json")
+        if not p.name.endswith(".v1.schema.json")  # the previous version, frozen
+    }
     assert on_disk == generate.build(), (
         "run `python -m streamcrawl.schemas.generate` and commit schemas/json"
     )
@@ -94,11 +98,21 @@ def test_committed_files_are_up_to_date() -> None:
 def test_check_mode_reports_a_stale_file(tmp_path: Path) -> None:
     generate.write(tmp_path)
     assert generate.stale(tmp_path) == []
-    (tmp_path / "pages.v1.schema.json").write_text("{}", "utf-8")
+    (tmp_path / "pages.v2.schema.json").write_text("{}", "utf-8")
     (tmp_path / "old.v0.schema.json").write_text("{}", "utf-8")
-    assert generate.stale(tmp_path) == ["old.v0.schema.json", "pages.v1.schema.json"]
-    assert sorted(generate.write(tmp_path)) == ["old.v0.schema.json", "pages.v1.schema.json"]
+    (tmp_path / "pages.v1.schema.json").write_text("{}", "utf-8")  # accepted version: kept
+    assert generate.stale(tmp_path) == ["old.v0.schema.json", "pages.v2.schema.json"]
+    assert sorted(generate.write(tmp_path)) == ["old.v0.schema.json", "pages.v2.schema.json"]
     assert generate.stale(tmp_path) == []
+    assert (tmp_path / "pages.v1.schema.json").read_text("utf-8") == "{}"
+
+
+@pytest.mark.parametrize("topic", sorted(WIRE_RECORDS))
+def test_the_previous_version_stays_published_and_its_records_still_decode(topic: str) -> None:
+    v1 = json.loads((generate.JSON_DIR / f"{topic}.v1.schema.json").read_text("utf-8"))
+    value = json.loads(encode(SAMPLES[topic][0])) | {"v": 1}
+    jsonschema.validate(value, v1, jsonschema.Draft202012Validator)
+    assert decode(topic, json.dumps(value)) == msgspec.structs.replace(SAMPLES[topic][0], v=1)
 
 
 def test_index_names_every_topic_and_its_schema_file() -> None:
@@ -130,9 +144,9 @@ def test_encoded_records_validate_and_round_trip(topic: str, record: msgspec.Str
 @pytest.mark.parametrize("topic", sorted(WIRE_RECORDS))
 def test_unknown_version_is_rejected_by_decoder_and_schema(topic: str) -> None:
     value = json.loads(encode(SAMPLES[topic][0]))
-    value["v"] = 2
+    value["v"] = 99
     data = json.dumps(value).encode()
-    with pytest.raises(BadMessage, match="unknown schema version v=2"):
+    with pytest.raises(BadMessage, match="unknown schema version v=99"):
         decode(topic, data)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(value, load_schema(topic), jsonschema.Draft202012Validator)

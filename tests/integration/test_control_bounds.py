@@ -1,0 +1,75 @@
+"""Hostile crawl specs on a real Kafka control topic: the worker's view refuses each with one
+logged reason (crawl id, field, why), applies none, keeps the last good spec and reads on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streamcrawl.agents.kafka_control import SharedView
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.schemas.codec import encode
+from streamcrawl.schemas.records import MAX_SEEDS, CrawlPolicy
+from streamcrawl.topology import admin
+from streamcrawl.topology.settings import load_settings
+
+URL = "http://127.0.0.1:9/"
+
+
+def hostile(crawl_id: str, **fields: object) -> bytes:
+    return json.dumps({"v": 2, "crawl_id": crawl_id, "seeds": [URL]} | fields).encode()
+
+
+@pytest.mark.kafka
+@pytest.mark.integration
+async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_reads_on(
+    kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix)
+    admin.create_topics(settings)
+    budget = f"{topic_prefix}.budget"
+    client = AdminClient(admin.client_config(settings))
+    for future in client.create_topics([NewTopic(budget, 1, 1)]).values():
+        future.result(30)
+    messages = [
+        (b"good", encode(CrawlPolicy(crawl_id="good", seeds=(URL,), max_pages=5))),
+        (b"good", hostile("good", max_pages=-1)),  # an update outside the bounds
+        (b"many", hostile("many", seeds=[URL] * (MAX_SEEDS + 1))),
+        (b"long", hostile("long", user_agent="x" * 900_000)),
+        (b"slow", hostile("slow", delay=10**9)),
+        (b"regex", hostile("regex", include=["("])),
+        (b"later", encode(CrawlPolicy(crawl_id="later", seeds=(URL,)))),
+    ]
+    producer = Producer(admin.producer_config(settings))
+    for key, value in messages:
+        producer.produce(admin.topic_name(settings, "control"), key=key, value=value)
+    assert producer.flush(30) == 0
+
+    caplog.set_level(logging.WARNING, "streamcrawl.agents.kafka_control")
+    view = SharedView(settings, admin.topic_name(settings, "control"), budget, Metrics())
+    await view.start()
+    try:
+        await asyncio.wait_for(view.ready.wait(), 60)
+    finally:
+        await view.stop()
+
+    assert set(view.policies) == {"good", "later"}
+    assert view.policies["good"].max_pages == 5  # the refused update was never applied
+    assert view.metrics.bad_messages.labels("control")._value.get() == 5
+    refused = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(refused) == 5, refused
+    expected = {
+        "good": "field max_pages",
+        "many": "field seeds",
+        "long": "field user_agent",
+        "slow": "field delay",
+        "regex": "not a valid regex",
+    }
+    for crawl_id, why in expected.items():  # partitions interleave: one line per crawl
+        (line,) = [m for m in refused if m.startswith(f"refusing crawl spec of {crawl_id!r}")]
+        assert why in line and len(line) < 1000, line
