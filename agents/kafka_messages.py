@@ -7,7 +7,8 @@ second, without end. So a report is cut to size before it is sent:
 - the outcome carries as many of its own origin's links as fit in ``MESSAGE_BYTES``; the rest
   go to ``frontier`` as batches of that same origin (published, like every other batch,
   before the outcome, so nothing the page produced is lost once the outcome is applied);
-- a batch of another origin is split into several batches when it does not fit;
+- a batch of another origin is split into several batches when it does not fit, or holds more
+  than ``MAX_BATCH_URLS`` URLs (the decoder refuses a bigger one);
 - a robots.txt body that does not fit (JSON escapes can triple it) is cut at a line end;
 - a page over ``page_bytes`` loses its body (and then its headers): the page row and its
   state are kept, the body is not worth the crawl looping on it.
@@ -25,7 +26,7 @@ import msgspec
 
 from streamcrawl.agents.pipeline import Report
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, UrlRef
+from streamcrawl.schemas.records import MAX_BATCH_URLS, FrontierBatch, Outcome, Page, UrlRef
 
 # Kafka's default ``max.message.bytes`` is 1 MiB (+12); the topics other than ``pages`` keep
 # it, and a record batch adds its own framing: keep each value well under it.
@@ -98,15 +99,16 @@ def _take(refs: Iterable[UrlRef], room: int) -> int:
 
 
 def _split(batch: FrontierBatch, limit: int) -> Iterator[bytes]:
-    """``batch`` as one or more encoded batches of the same origin, each within ``limit``."""
+    """``batch`` as one or more encoded batches of the same origin, each within ``limit`` and
+    of at most ``MAX_BATCH_URLS`` URLs."""
     whole = encode(batch)
-    if len(whole) <= limit or len(batch.urls) <= 1:
+    if (len(whole) <= limit and len(batch.urls) <= MAX_BATCH_URLS) or len(batch.urls) <= 1:
         yield whole
         return
     room = limit - len(encode(msgspec.structs.replace(batch, urls=())))
     urls = batch.urls
     while urls:
-        n = max(1, _take(urls, room))
+        n = max(1, min(MAX_BATCH_URLS, _take(urls, room)))
         yield encode(msgspec.structs.replace(batch, urls=urls[:n]))
         urls = urls[n:]
 

@@ -24,14 +24,7 @@ from streamcrawl.agents.parse import parse_html
 from streamcrawl.agents.robots import fetch_robots, robots_url, x_robots_tag
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.agents.scheduler import Dispatch
-from streamcrawl.schemas.records import (
-    MAX_BATCH_URLS,
-    FrontierBatch,
-    Outcome,
-    Page,
-    TerminalState,
-    UrlRef,
-)
+from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
 
 log = logging.getLogger(__name__)
 
@@ -289,12 +282,9 @@ class Stages:
         for canon in rules.canonicalizer.links(hrefs, base):
             if canon.url != parent:
                 by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, depth, parent))
-        return [  # a batch holds at most MAX_BATCH_URLS: the decoder refuses a bigger one
-            FrontierBatch(
-                crawl_id=crawl_id, origin=origin, urls=tuple(refs[i : i + MAX_BATCH_URLS])
-            )
+        return [
+            FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
             for origin, refs in by_origin.items()
-            for i in range(0, len(refs), MAX_BATCH_URLS)
         ]
 
     @staticmethod

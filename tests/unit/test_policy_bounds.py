@@ -24,6 +24,8 @@ from streamcrawl.schemas.records import (
     MAX_SEEDS,
     MAX_URL_CHARS,
     CrawlPolicy,
+    FrontierBatch,
+    Outcome,
     UrlRef,
 )
 from streamcrawl.topology.cli import build_parser
@@ -151,16 +153,31 @@ def test_hostile_frontier_batch_is_refused(field: str, urls: list[dict[str, Any]
     assert (exc.value.field, exc.value.crawl_id) == (field, "c1")
 
 
-def test_the_pipeline_never_sends_a_batch_the_decoder_refuses() -> None:
-    from streamcrawl.agents.pipeline import Stages
-    from streamcrawl.agents.rules import CrawlRules
+def test_the_fetch_service_never_sends_a_batch_the_decoder_refuses() -> None:
+    from streamcrawl.agents.kafka_messages import report_messages
+    from streamcrawl.agents.pipeline import Report
 
-    rules = CrawlRules.from_policy(CrawlPolicy(crawl_id="c1", seeds=(URL,)))
-    hrefs = [f"/{i}" for i in range(MAX_BATCH_URLS * 2 + 5)]
-    batches = Stages._group("c1", rules, hrefs, URL, URL, 1)
-    assert [len(b.urls) for b in batches] == [MAX_BATCH_URLS, MAX_BATCH_URLS, 5]
-    for batch in batches:
-        assert decode("frontier", encode(batch)) == batch
+    own = tuple(UrlRef(f"http://a.test/{i}", 1) for i in range(3 * MAX_BATCH_URLS))
+    other = tuple(UrlRef(f"http://b.test/{i}", 1) for i in range(2 * MAX_BATCH_URLS + 5))
+    outcome = Outcome(
+        crawl_id="c1",
+        origin="http://a.test",
+        kind="page",
+        seq=0,
+        url="http://a.test/",
+        state="fetched",
+        started_at=1.0,
+        finished_at=2.0,
+    )
+    batches = [
+        FrontierBatch(crawl_id="c1", origin="http://a.test", urls=own),
+        FrontierBatch(crawl_id="c1", origin="http://b.test", urls=other),
+    ]
+    msgs = report_messages(Report(outcome, None, batches), page_bytes=1 << 24)
+    sent = [decode("frontier", value) for _, value in msgs.frontier]  # none refused
+    assert all(len(b.urls) <= MAX_BATCH_URLS for b in sent)
+    others = [ref for b in sent if b.origin == "http://b.test" for ref in b.urls]
+    assert others == list(other)
 
 
 # -- the CLI: its argparse types are the record's bounds -----------------------------------------
