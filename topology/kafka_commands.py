@@ -60,7 +60,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
         for line in admin.create_topics(settings):
             print(line)
     else:
-        from streamcrawl.agents.sink_cassandra import create_schema
+        from streamcrawl.agents.sink_cassandra_driver import create_schema
 
         _quiet_cassandra_driver()
         for statement in create_schema(settings.cassandra_config()):

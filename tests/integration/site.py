@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamcrawl.agents.sink_cassandra import connect, create_schema
+from streamcrawl.agents.sink_cassandra_driver import connect, create_schema
 from streamcrawl.topology import admin
 from streamcrawl.topology.settings import Settings, load_settings
 from tests.httpserver import RecordingServer, html, text

@@ -14,7 +14,8 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from streamcrawl.agents.errors import ConfigError, CrawlError
-from streamcrawl.agents.sink_cassandra import TABLES, connect, create_schema
+from streamcrawl.agents.sink_cassandra import TABLES
+from streamcrawl.agents.sink_cassandra_driver import connect, create_schema
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology import admin
 from streamcrawl.topology.settings import Settings, load_settings

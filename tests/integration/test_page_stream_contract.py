@@ -20,7 +20,8 @@ import jsonschema
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from streamcrawl.agents.sink_cassandra import CassandraSink, create_schema
+from streamcrawl.agents.sink_cassandra import CassandraSink
+from streamcrawl.agents.sink_cassandra_driver import create_schema
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import Page, TerminalState, UrlStatus
 from streamcrawl.topology import admin

@@ -12,10 +12,12 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 from cassandra import OperationTimedOut
+from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl.agents.errors import CrawlError, SinkBackpressure
 from streamcrawl.agents.sink import Sink
-from streamcrawl.agents.sink_cassandra import CassandraSink, create_schema
+from streamcrawl.agents.sink_cassandra import CassandraSink
+from streamcrawl.agents.sink_cassandra_driver import create_schema
 from streamcrawl.agents.sink_memory import MemorySink
 from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
 from streamcrawl.topology.settings import load_settings
@@ -169,28 +171,77 @@ async def test_many_rows_with_bounded_concurrency(sink: Sink, crawl_id: str) -> 
 async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(cassandra_hosts="127.0.0.1:1")
     sink = CassandraSink(settings.cassandra_config(), retries=2, backoff=0.01)
-    sink._prepared = {"status": object(), "state_by_crawl": object()}
-    calls: list[str] = []
+    sink._prepared = {"status": _Prepared(), "origin": _Prepared()}
+    calls: list[int] = []
 
-    async def failing(statement: object, params: object, paging_state: object) -> None:
-        calls.append("x")
-        raise OperationTimedOut("slow")
+    async def failing(group: list[object]) -> list[tuple[bool, object]]:
+        calls.append(len(group))
+        return [(False, OperationTimedOut("slow")) for _ in group]
 
     monkeypatch.setattr(sink, "_execute", failing)
     with pytest.raises(SinkBackpressure) as raised:
         await sink.write([], [status("c", "https://example.org/", TerminalState.FETCHED)])
     assert raised.value.retry_after > 0
-    assert len(calls) == 2 * 3  # two statements, each tried 1 + 2 times
+    assert calls == [2, 2, 2]  # the state and the crawl's origin, each tried 1 + 2 times
 
-    outcomes = iter([OperationTimedOut("slow"), None, None])
+    answers = iter([[(False, OperationTimedOut("slow")), (True, None)], [(True, None)]])
+    retried: list[int] = []
 
-    async def flaky(statement: object, params: object, paging_state: object) -> None:
-        error = next(outcomes)
-        if error is not None:
-            raise error
+    async def flaky(group: list[object]) -> list[tuple[bool, object]]:
+        retried.append(len(group))
+        return next(answers)
 
     monkeypatch.setattr(sink, "_execute", flaky)
     await sink.write([], [status("c", "https://example.org/", TerminalState.FETCHED)])
+    assert retried == [2, 1]  # only the failed statement is retried
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+async def test_at_most_two_statements_per_page_in_single_partition_batches(
+    cassandra_hosts: str, cassandra_keyspace: str, crawl_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)
+    create_schema(settings.cassandra_config())
+    sink = CassandraSink(settings.cassandra_config())
+    await sink.start()
+    groups: list[list[tuple[object, object]]] = []
+    execute = sink._execute
+
+    async def counting(calls: list[tuple[object, object]]) -> list[tuple[bool, object]]:
+        groups.append(calls)
+        return await execute(calls)
+
+    monkeypatch.setattr(sink, "_execute", counting)
+    try:
+        pages = [page(crawl_id, f"https://example.org/s/{i}") for i in range(300)]
+        statuses = [status(crawl_id, p.url, TerminalState.FETCHED) for p in pages]
+        out = [status(crawl_id, f"https://x.example/{i}", TerminalState.OUT_OF_SCOPE,
+                      origin="https://x.example") for i in range(100)]  # fmt: skip
+        await sink.write(pages, statuses + out)
+        assert len(groups) == 1  # one group: one event-loop wake-up for the whole write
+        statements = groups[0]
+        # 300 pages + at most 64 url_status buckets per origin + 1 crawl_origins
+        assert len(statements) <= 300 + 2 * 64 + 1 <= 2 * len(pages)
+        for call, _paging in statements:
+            if isinstance(call, BatchStatement):
+                assert call.batch_type == BatchType.UNLOGGED
+                entries = call._statements_and_parameters  # (prepared?, query id, values)
+                assert len({query_id for _p, query_id, _v in entries}) == 1
+                # the partition key: (crawl_id) in crawl_origins, else the first 3 columns
+                keys = {tuple(v[:1] if len(v) == 2 else v[:3]) for _p, _q, v in entries}
+                assert len(keys) == 1, keys
+        assert (await sink.counts(crawl_id))[crawl_id]["fetched"] == 300
+        groups.clear()
+        await sink.write([], statuses)  # origins already written: no crawl_origins statement
+        assert len(groups[0]) <= 64
+    finally:
+        await sink.stop()
+
+
+class _Prepared:
+    def bind(self, row: object) -> object:
+        return row
 
 
 @pytest.mark.cassandra

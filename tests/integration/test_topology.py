@@ -30,7 +30,7 @@ ORIGINS, PAGES, DELAY = 3, 100, 0.1
 # socket write: event-loop latency in a worker that also runs the frontier and sink agents on a
 # 2-core machine shared with Kafka and Cassandra; seen up to ~30 ms.
 JITTER = 0.05
-SINK_TABLES = ("pages", "pages_by_origin", "url_status", "url_state_by_crawl")
+SINK_TABLES = ("pages", "url_status", "crawl_origins")
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +52,8 @@ def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 def test_one_worker_crawls_everything_once_and_politely(crawled: dict[str, Any]) -> None:
     cluster: Cluster = crawled["cluster"]
     assert collections.Counter(crawled["states"].values()) == {"fetched": ORIGINS * PAGES}
-    pages = cluster.rows("pages_by_origin")
-    assert len(pages) == ORIGINS * PAGES  # keyed by (crawl, origin, bucket, url): one per page
-    assert len(cluster.rows("pages")) == ORIGINS * PAGES
-    starts: dict[str, list[float]] = collections.defaultdict(list)
-    fetched_at = pages_column(cluster, "fetched_at")
-    for row in pages:  # (crawl_id, origin, bucket, url, ...)
-        starts[row[1]].append(row[fetched_at])
-    for origin, times in starts.items():
-        times.sort()
+    assert len(cluster.rows("pages")) == ORIGINS * PAGES  # keyed by (crawl, URL): one per page
+    for origin, times in fetch_starts(cluster).items():
         assert min(b - a for a, b in itertools.pairwise(times)) >= DELAY, origin
     for origin, log in crawled["logs"].items():
         paths = [r.path for r in log]
@@ -128,12 +121,12 @@ def test_bad_messages_are_logged_counted_and_skipped(tmp_path: Path) -> None:
         cluster.stop_all()
 
 
-def pages_column(cluster: Cluster, name: str) -> int:
-    """Index of column ``name`` in ``SELECT * FROM pages_by_origin`` rows."""
-    rows = cluster.session().execute(
-        f"SELECT * FROM {cluster.env['STREAMCRAWL_CASSANDRA_KEYSPACE']}.pages_by_origin LIMIT 1"
-    )
-    return list(rows.column_names).index(name)
+def fetch_starts(cluster: Cluster) -> dict[str, list[float]]:
+    """origin -> the start times of its fetched pages (``Page.fetched_at``), sorted."""
+    starts: dict[str, list[float]] = collections.defaultdict(list)
+    for row in cluster.query("SELECT origin, fetched_at FROM {ks}.pages"):
+        starts[row.origin].append(row.fetched_at)
+    return {origin: sorted(times) for origin, times in starts.items()}
 
 
 def end_offsets(settings: Any, topics: list[str]) -> dict[tuple[str, int], int]:

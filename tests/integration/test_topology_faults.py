@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.site import Cluster, page_requests, serve_site
-from tests.integration.test_topology import JITTER, pages_column
+from tests.integration.test_topology import JITTER, fetch_starts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 
@@ -69,13 +69,7 @@ def test_two_workers_split_origins_and_stay_polite_across_the_rebalance(
             assert first.metric("streamcrawl_fetch_pages_total") > 0
             assert second.metric("streamcrawl_fetch_pages_total") > 0
             assert len(cluster.rows("pages")) == partitions * pages
-            rows = cluster.rows("pages_by_origin")
-            fetched_at = pages_column(cluster, "fetched_at")
-            starts: dict[str, list[float]] = collections.defaultdict(list)
-            for row in rows:
-                starts[row[1]].append(row[fetched_at])
-            for origin, times in starts.items():
-                times.sort()
+            for origin, times in fetch_starts(cluster).items():
                 assert min(b - a for a, b in itertools.pairwise(times)) >= delay, origin
             for srv in servers:
                 arrivals = sorted(r.t for r in srv.log)
