@@ -1,29 +1,49 @@
 """URL canonicalization: the one function every stage uses to turn an href into a crawl key.
 
-``canonicalize(url, base)`` resolves ``url`` against ``base`` (RFC 3986 section 5) and returns a
-``Canonical(url, origin)`` or raises ``InvalidURL(reason)``.  The rules, in order:
+``canonicalize(url, base)`` resolves ``url`` against ``base`` and returns a
+``Canonical(url, origin)`` or raises ``InvalidURL(reason)``.  Two layers:
 
-* input clean-up as browsers do (WHATWG): leading/trailing C0 controls and spaces stripped, tabs
-  and newlines removed anywhere, ``\\`` read as ``/`` before the query;
-* only ``http`` and ``https``; the scheme and host are lowercased; userinfo is rejected;
-* hosts: percent-decoded, IDNA (UTS46 + IDNA2008 via ``idna``, IDNA2003 as a lenient fallback for
-  names browsers accept such as emoji), one trailing dot dropped, then each label must be 1-63
-  characters of ``[a-z0-9_-]`` and the host at most 253; a host ending in a number is an IPv4
-  address parsed as WHATWG does (``0x7f.1`` is ``127.0.0.1``), IPv6 literals are compressed;
-* the default port (80/443) is dropped, ports must be 1-65535;
-* percent-encoding normalised in path and query (RFC 3986 character classes): ``%xx`` of an
-  unreserved character decoded, other ``%xx`` uppercased, a stray ``%`` becomes ``%25``, any
-  other character outside the class is UTF-8 percent-encoded; then dot segments are removed (so
-  ``%2E%2E`` counts as ``..``, keeping the function idempotent); an empty path becomes ``/``;
-* the fragment is dropped; in the query, empty pairs (``&&``) are dropped, parameters whose name
-  matches a ``strip_params`` glob (case-sensitive) are removed, and with ``sort_query`` the pairs
-  are sorted by name, stably.  ``a=`` and ``a`` stay distinct (servers may tell them apart);
-  ``+`` and ``%20`` stay distinct; an empty query disappears;
-* a trailing slash is kept unless ``fold_trailing_slash`` (then ``/a/`` -> ``/a``, root stays);
-* the result must be at most ``max_length`` characters.
+1. **Browser resolution.** The WHATWG URL Standard's parser (the ``ada`` parser through
+   ``ada-url``) resolves and serializes the href exactly as a browser would before sending it:
+   leading/trailing C0 controls and spaces stripped, tabs and newlines removed, ``\\`` read as
+   ``/``, the special-scheme quirks (``http:/host/x``; ``http:x`` relative to an http base but a
+   host against another scheme; ``///host``), an empty userinfo (``http://@host``) dropped,
+   IDNA (UTS46) and WHATWG IPv4 parsing of hosts (``0x7f.1`` is ``127.0.0.1``), dot segments
+   (``%2e`` counts), the default port dropped, and the percent-encoding browsers apply (in a
+   query ``'`` is sent as ``%27``).  So two spellings a browser treats as one URL give one key.
+2. **Crawl rules on top**, on the serialized URL:
 
-Speed: the common case (ASCII host, nothing to percent-normalise, no dot segments) does no
-per-character work; hosts and bases are memoised; ``Canonicalizer`` adds a (base, href) LRU.
+   * only ``http`` and ``https``; userinfo is rejected;
+   * hosts: one trailing dot dropped; each label 1-63 characters of ``[a-z0-9_-]``, the host
+     at most 253; an ``xn--`` label must be valid punycode of a label UTS46 keeps as is;
+   * ports must be 1-65535;
+   * percent-encoding normalised in path and query (RFC 3986 character classes): ``%xx`` of an
+     unreserved character decoded, other ``%xx`` uppercased, a stray ``%`` becomes ``%25``, any
+     other character outside the class is UTF-8 percent-encoded; then dot segments are removed
+     again (so a decoded ``%2E%2E`` counts as ``..``, keeping the function idempotent);
+   * the fragment is dropped; in the query, empty pairs (``&&``) are dropped, parameters whose
+     name matches a ``strip_params`` glob (case-sensitive) are removed, and with ``sort_query``
+     the pairs are sorted by name, stably.  ``a=`` and ``a`` stay distinct (servers may tell
+     them apart); ``+`` and ``%20`` stay distinct; an empty query disappears;
+   * a trailing slash is kept unless ``fold_trailing_slash`` (then ``/a/`` -> ``/a``, root
+     stays);
+   * the result must be at most ``max_length`` characters.
+
+Where this differs from the WHATWG parser, deliberately (``tests/unit/test_canonical_wpt.py``
+checks every http(s) case of the standard's conformance data, ``urltestdata.json``, and fails on
+any difference not in this list):
+
+* **refused** although browsers accept them: URLs with a user name or password (credentials do
+  not belong in a crawl key and are never sent); port 0 (nothing listens there); hosts with
+  characters DNS names cannot hold (``!"$&'()*+,;=`{}~``), empty labels (``a..b``, ``.``) or
+  labels over 63 characters.
+* **merged** where browsers keep two URLs apart (the crawl key is coarser, never finer): ``%7e``
+  and ``~`` (RFC 3986 says unreserved escapes are equivalent), lowercase and uppercase escapes,
+  a raw character and its escape (``|`` and ``%7C``: browsers leave some raw that RFC 3986 does
+  not allow), a trailing dot of a host, the fragment, tracking parameters, the query order.
+
+Speed: ``Canonicalizer`` adds a (base, href) LRU in front, and hosts are memoised
+(``bench/micro_canonical.py``).
 """
 
 from __future__ import annotations
@@ -37,14 +57,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import ada_url
 import idna
 
 from streamcrawl.agents.errors import InvalidURL
 from streamcrawl.schemas.records import DEFAULT_STRIP_PARAMS, CrawlPolicy
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_C0_AND_SPACE = "".join(map(chr, range(0x21)))
-_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 # RFC 3986 appendix B, except that a scheme must look like one (else "a b:c" is a relative path,
 # as in browsers).  Always matches.
 _SPLIT = re.compile(r"(?:([A-Za-z][A-Za-z0-9+.\-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?")
@@ -117,35 +136,50 @@ class Canonical(NamedTuple):
 def canonicalize(
     url: str, base: str | None = None, options: CanonicalOptions = DEFAULT_OPTIONS
 ) -> Canonical:
-    """Resolve ``url`` against ``base`` (if given) and canonicalize it.
+    """Resolve ``url`` against ``base`` (if given) as browsers do, and canonicalize it.
 
-    Raises ``InvalidURL(reason)`` for a relative URL without a usable base, a scheme other than
-    http(s), userinfo, a bad host or port, or a result longer than ``options.max_length``.
+    Raises ``InvalidURL(reason)`` for a URL the WHATWG parser rejects (a relative URL without a
+    usable base included), a scheme other than http(s), userinfo, a host or port we refuse (see
+    the module docstring), or a result longer than ``options.max_length``.
     ``canonicalize(canonicalize(u).url)`` equals ``canonicalize(u)``.
     """
-    scheme, authority, path, query = _split(_clean(url))
-    if scheme is None:
-        if base is None:
-            raise InvalidURL(f"relative URL {url!r} without a base URL")
-        scheme, base_authority, base_path, base_query = _split_base(base)
-        if authority is None:
-            authority = base_authority
-            if not path:
-                path = base_path
-                if query is None:
-                    query = base_query
-            elif path[0] != "/":
-                path = base_path[: base_path.rfind("/") + 1] + path if base_path else "/" + path
-    else:
-        scheme = scheme.lower()
-        if scheme not in _DEFAULT_PORTS:
-            raise InvalidURL(f"unsupported scheme {scheme!r} (only http and https are crawled)")
+    scheme, authority, path, query = _split(resolve(url, base))
+    if scheme not in _DEFAULT_PORTS:
+        raise InvalidURL(f"unsupported scheme {scheme!r} (only http and https are crawled)")
     origin = _origin(scheme, authority)
     path = _path(path, options.fold_trailing_slash)
     canonical = origin + path + _query(query, options) if query else origin + path
     if len(canonical) > options.max_length:
         raise InvalidURL(f"URL longer than {options.max_length} characters")
     return Canonical(canonical, origin)
+
+
+def resolve(url: str, base: str | None = None) -> str:
+    """The WHATWG URL parser's serialization of ``url`` resolved against ``base`` (ada): the
+    URL a browser would request, before any crawl rule; raises ``InvalidURL`` if it rejects it.
+    """
+    if not url.isascii():
+        url = _without_surrogates(url)
+    try:
+        return ada_url.join_url(base, url) if base is not None else ada_url.normalize_url(url)
+    except ValueError:
+        pass
+    if base is not None:
+        try:  # an unusable base does not matter to an absolute URL
+            return ada_url.normalize_url(url)
+        except ValueError:
+            pass
+        raise InvalidURL(f"invalid URL {url[:200]!r} (against base {base[:200]!r})") from None
+    raise InvalidURL(f"invalid or relative URL {url[:200]!r} without a base URL") from None
+
+
+def _without_surrogates(text: str) -> str:
+    """A lone surrogate (not encodable as UTF-8) becomes U+FFFD, as in browsers."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def origin_of(url: str) -> str:
@@ -217,32 +251,11 @@ class Canonicalizer:
         return out
 
 
-def _clean(url: str) -> str:
-    url = url.strip(_C0_AND_SPACE)
-    if "\t" in url or "\n" in url or "\r" in url:
-        url = url.translate(_TAB_NEWLINE)
-    if "\\" in url:
-        # Browsers read "\" as "/" in http(s) URLs, but only before the query.
-        end = min((i for i in (url.find("?"), url.find("#")) if i != -1), default=len(url))
-        url = url[:end].replace("\\", "/") + url[end:]
-    return url
-
-
 def _split(url: str) -> tuple[str | None, str | None, str, str | None]:
     match = _SPLIT.match(url)
     assert match is not None  # every group is optional
     scheme, authority, path, query = match.groups()
     return scheme, authority, path, query
-
-
-@functools.lru_cache(maxsize=1024)
-def _split_base(base: str) -> tuple[str, str, str, str | None]:
-    scheme, authority, path, query = _split(_clean(base))
-    if scheme is None or scheme.lower() not in _DEFAULT_PORTS:
-        raise InvalidURL(f"base URL {base!r} is not an absolute http(s) URL")
-    if authority is None:
-        raise InvalidURL(f"base URL {base!r} has no host")
-    return scheme.lower(), authority, path, query
 
 
 @functools.lru_cache(maxsize=8192)
@@ -299,7 +312,21 @@ def canonical_host(host: str) -> str:
         return _ipv4(host)
     if not _HOST_OK.fullmatch(host):
         raise InvalidURL(f"invalid host {host!r} (labels of 1-63 characters of a-z 0-9 _ -)")
+    if "xn--" in host and not all(map(_punycode_ok, host.split("."))):
+        raise InvalidURL(f"invalid punycode label in host {host!r}")
     return host
+
+
+def _punycode_ok(label: str) -> bool:
+    """UTS46 validity of an ``xn--`` label: it decodes, and to a label that mapping keeps as is
+    (``xn--pokxncvks`` decodes to compatibility characters UTS46 would map: browsers refuse)."""
+    if not label.startswith("xn--"):
+        return True
+    try:
+        decoded = label[4:].encode("ascii").decode("punycode")
+        return bool(decoded) and idna.uts46_remap(decoded, std3_rules=False) == decoded
+    except (UnicodeError, idna.IDNAError):
+        return False
 
 
 def _idna(host: str) -> str:

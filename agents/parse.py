@@ -23,10 +23,11 @@ from __future__ import annotations
 import logging
 import re
 from typing import Final, NamedTuple
-from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser, LexborNode
 
+from streamcrawl.agents.canonical import resolve
+from streamcrawl.agents.errors import InvalidURL
 from streamcrawl.agents.robots import robots_directives
 
 log = logging.getLogger(__name__)
@@ -102,11 +103,10 @@ def _refresh_url(content: str) -> str | None:
 
 def _resolve_base(url: str, href: str) -> str:
     try:
-        base = urljoin(url, href)
-        parts = urlsplit(base)
-    except ValueError:
+        base = resolve(href, url)  # as browsers resolve it (WHATWG)
+    except InvalidURL:
         return url
-    return base if parts.scheme in ("http", "https") and parts.netloc else url
+    return base if base.startswith(("http://", "https://")) else url
 
 
 class _Collector:

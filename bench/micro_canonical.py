@@ -3,7 +3,9 @@
 Run: ``python bench/micro_canonical.py``.  Prints microseconds per link for:
 
 * ``w3lib``: ``urljoin`` + ``url_query_cleaner`` + ``canonicalize_url`` (the baseline);
-* ``canonicalize``: our module function, no cache;
+* ``resolve (ada)``: the WHATWG resolution alone (``agents.canonical.resolve``, the ada parser),
+  no crawl rules: what browser-exact resolution costs of ``canonicalize``;
+* ``canonicalize``: our module function (ada resolution + the crawl rules), no cache;
 * ``links fresh``: ``Canonicalizer.links`` with a new, empty cache per page (all misses);
 * ``links cold``: one ``Canonicalizer``, a new page URL each time (relative hrefs miss; absolute
   and root-relative ones hit entries shared across the site's pages, as in a real crawl);
@@ -17,7 +19,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urljoin
 
-from streamcrawl.agents.canonical import Canonicalizer, canonicalize
+from streamcrawl.agents.canonical import Canonicalizer, canonicalize, resolve
 
 HREFS = [
     "/",
@@ -85,6 +87,9 @@ def main() -> None:
     def w3lib_page() -> Callable[[int], object]:
         return lambda p: [w3lib_link(h, bases[p]) for h in HREFS]
 
+    def resolve_page() -> Callable[[int], object]:
+        return lambda p: [_try(h, bases[p], resolve) for h in HREFS]
+
     def uncached_page() -> Callable[[int], object]:
         return lambda p: [_try(h, bases[p]) for h in HREFS]
 
@@ -101,6 +106,7 @@ def main() -> None:
 
     results = {
         "w3lib": per_link(w3lib_page, pages // 4),
+        "resolve (ada)": per_link(resolve_page, pages),
         "canonicalize": per_link(uncached_page, pages),
         "links fresh": per_link(fresh_cache_per_page, pages),
         "links cold": per_link(new_page_each_time, pages),
@@ -114,9 +120,9 @@ def _links_of_page(canon: Canonicalizer, bases: list[str], page: int) -> object:
     return canon.links(HREFS, bases[page])
 
 
-def _try(href: str, base: str) -> object:
+def _try(href: str, base: str, function: Callable[[str, str], object] = canonicalize) -> object:
     try:
-        return canonicalize(href, base)
+        return function(href, base)
     except Exception:
         return None
 

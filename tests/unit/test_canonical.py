@@ -116,6 +116,22 @@ CASES: list[tuple[str, str | None, str]] = [
     ("x", "http://example.com", "http://example.com/x"),
     ("a b:c", BASE, "http://example.com/a/b/a%20b:c"),  # not a scheme: a relative path
     ("\\\\other.org\\p", BASE, "http://other.org/p"),
+    # WHATWG special-scheme quirks (issue 15): what browsers resolve these to
+    ("http:/other.org/x", None, "http://other.org/x"),
+    ("http:/x", BASE, "http://example.com/x"),  # same scheme as the base: a path
+    ("http:x", BASE, "http://example.com/a/b/x"),
+    ("https:x", BASE, "https://x/"),  # another scheme: x is the host
+    ("http:path", None, "http://path/"),
+    ("http:///path", None, "http://path/"),
+    ("///other.org/p", BASE, "http://other.org/p"),
+    ("/\\other.org\\p", BASE, "http://other.org/p"),
+    ("http://@example.com/", None, "http://example.com/"),  # empty userinfo is dropped
+    ("http://:@example.com/", None, "http://example.com/"),
+    ("http://example.com/?a='b'", None, "http://example.com/?a=%27b%27"),  # as sent
+    ("http://example.com/?a=%27b%27", None, "http://example.com/?a=%27b%27"),
+    ("http://example.com/?q=\"<>\"", None, "http://example.com/?q=%22%3C%3E%22"),
+    ("h\ttt\np://example.com/\r", None, "http://example.com/"),
+    ("http://example.com/%2e%2E/a/%2e/b", None, "http://example.com/a/b"),
 ]
 
 
@@ -164,18 +180,18 @@ def test_options(url: str, options: CanonicalOptions, expected: str) -> None:
         ("file:///etc/passwd", None),
         ("http://user:pw@example.com/", None),
         ("http://user@example.com/", None),
-        ("http://@example.com/", None),
         ("http://example.com:abc/", None),
         ("http://example.com:0/", None),
         ("http://example.com:70000/", None),
         ("http://example.com:\uff18\uff10/", None),  # non-ASCII digits
         ("http://" + "a" * 64 + ".com/", None),
+        ("http://a.b.xn--pokxncvks/", None),  # punycode of characters UTS46 maps
+        ("https://xn--/", None),
+        ("http://user@example.com:80@x/", None),
         ("http://" + ".".join(["a" * 60] * 5) + "/", None),  # host > 253
         ("http://example.com/" + "a" * 2030, None),  # > 2048 after canonicalization
         ("http://example.com/" + "é" * 400, None),  # short input, long once encoded
-        ("http:///path", None),
         ("http://", None),
-        ("http:path", None),
         ("http://:80/", None),
         ("http://./", None),
         ("http://a..b/", None),
