@@ -129,7 +129,7 @@ CASES: list[tuple[str, str | None, str]] = [
     ("http://:@example.com/", None, "http://example.com/"),
     ("http://example.com/?a='b'", None, "http://example.com/?a=%27b%27"),  # as sent
     ("http://example.com/?a=%27b%27", None, "http://example.com/?a=%27b%27"),
-    ("http://example.com/?q=\"<>\"", None, "http://example.com/?q=%22%3C%3E%22"),
+    ('http://example.com/?q="<>"', None, "http://example.com/?q=%22%3C%3E%22"),
     ("h\ttt\np://example.com/\r", None, "http://example.com/"),
     ("http://example.com/%2e%2E/a/%2e/b", None, "http://example.com/a/b"),
 ]
