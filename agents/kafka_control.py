@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.helpers import create_ssl_context
 from mode import Service
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.kafka_connection import KafkaConnection
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.schemas.codec import BadMessage, decode
@@ -36,24 +35,6 @@ def budget_key(crawl_id: str, partition: int) -> bytes:
     return f"{crawl_id}\x00{partition}".encode()
 
 
-def kafka_security(settings: Any) -> dict[str, Any]:
-    """aiokafka keyword arguments for the security settings of ``Settings``."""
-    kwargs: dict[str, Any] = {"security_protocol": settings.kafka_security_protocol}
-    context: ssl.SSLContext | None = None
-    if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):
-        cafile = str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
-        context = create_ssl_context(cafile=cafile)
-        kwargs["ssl_context"] = context
-    if settings.kafka_sasl_mechanism:
-        password = settings.kafka_sasl_password
-        kwargs |= {
-            "sasl_mechanism": settings.kafka_sasl_mechanism,
-            "sasl_plain_username": settings.kafka_sasl_username,
-            "sasl_plain_password": password.get_secret_value() if password else None,
-        }
-    return kwargs
-
-
 class SharedView(Service):
     """Crawl id -> rules and (crawl id, partition) -> admitted count, for every crawl.
 
@@ -62,14 +43,14 @@ class SharedView(Service):
 
     def __init__(
         self,
-        settings: Any,
+        connection: KafkaConnection,
         control_topic: str,
         budget_topic: str,
         metrics: Metrics,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.settings = settings
+        self.connection = connection
         self.control_topic = control_topic
         self.budget_topic = budget_topic
         self.metrics = metrics
@@ -117,11 +98,10 @@ class SharedView(Service):
     # -- the reader ----------------------------------------------------------------------------
     async def on_start(self) -> None:
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.kafka_bootstrap,
+            **self.connection,
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            **kafka_security(self.settings),
         )
         await self._consumer.start()
         tps = []

@@ -22,7 +22,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError
 from mode import Service
 
 from streamcrawl.agents.errors import SinkBackpressure
-from streamcrawl.agents.kafka_control import kafka_security
+from streamcrawl.agents.kafka_connection import KafkaConnection
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.sink import Sink
 from streamcrawl.schemas.codec import BadMessage, decode
@@ -114,7 +114,8 @@ class SinkConsumer(Service):
 
     def __init__(
         self,
-        settings: Any,
+        connection: KafkaConnection,
+        max_message_bytes: int,
         topics: Sequence[str],
         group: str,
         open_sink: Callable[[], Awaitable[Sink]],
@@ -122,7 +123,8 @@ class SinkConsumer(Service):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.settings = settings
+        self.connection = connection
+        self.max_message_bytes = max_message_bytes
         self.topics = list(topics)
         self.group = group
         self.open_sink = open_sink
@@ -132,13 +134,12 @@ class SinkConsumer(Service):
     async def on_start(self) -> None:
         self._consumer = AIOKafkaConsumer(
             *self.topics,
-            bootstrap_servers=self.settings.kafka_bootstrap,
+            **self.connection,
             group_id=self.group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # a new group starts with the first page
-            max_partition_fetch_bytes=self.settings.max_message_bytes,
-            fetch_max_bytes=max(self.settings.max_message_bytes, 52428800),
-            **kafka_security(self.settings),
+            max_partition_fetch_bytes=self.max_message_bytes,
+            fetch_max_bytes=max(self.max_message_bytes, 52428800),
         )
         await self._consumer.start()
         self.add_future(self._run())

@@ -49,10 +49,15 @@ def topic_sizes(topo: Topology) -> dict[str, int]:
     """Messages in every topic of the run's prefix (changelogs included), by end offsets."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
+    from streamcrawl.topology.kafka_clients import aiokafka_connection
+    from streamcrawl.topology.settings import load_settings
+
     prefix = topo.env["STREAMCRAWL_TOPIC_PREFIX"]
 
     async def sizes() -> dict[str, int]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=topo.env["STREAMCRAWL_KAFKA_BOOTSTRAP"])
+        # the security settings (SASL, TLS) come from the environment, as the workers' do
+        settings = load_settings(kafka_bootstrap=topo.env["STREAMCRAWL_KAFKA_BOOTSTRAP"])
+        consumer = AIOKafkaConsumer(**aiokafka_connection(settings))
         await consumer.start()
         try:
             meta = await consumer._client.fetch_all_metadata()

@@ -35,6 +35,7 @@ from confluent_kafka.cimpl import NewTopic
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.kafka_clients import librdkafka_config, librdkafka_producer_config
 from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,45 +80,6 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
     return configs
 
 
-class _LibrdkafkaLog:
-    """librdkafka's log lines at DEBUG: a dead broker is reported once, by our own error.
-
-    (librdkafka otherwise prints a connection failure to stderr every few milliseconds.)
-    """
-
-    _log = logging.getLogger("librdkafka")
-
-    def log(self, _level: int, msg: str, *args: Any) -> None:
-        self._log.debug(msg, *args)
-
-
-def client_config(settings: Settings) -> dict[str, Any]:
-    """librdkafka settings shared by every client: bootstrap servers and security."""
-    conf: dict[str, Any] = {
-        "bootstrap.servers": settings.kafka_bootstrap,
-        "security.protocol": settings.kafka_security_protocol,
-        "logger": _LibrdkafkaLog(),
-    }
-    if settings.kafka_sasl_mechanism:
-        conf["sasl.mechanism"] = settings.kafka_sasl_mechanism
-        conf["sasl.username"] = settings.kafka_sasl_username or ""
-        password = settings.kafka_sasl_password
-        conf["sasl.password"] = password.get_secret_value() if password else ""
-    if settings.kafka_ssl_cafile:
-        conf["ssl.ca.location"] = str(settings.kafka_ssl_cafile)
-    return conf
-
-
-def producer_config(settings: Settings) -> dict[str, Any]:
-    """Producer settings: murmur2 partitioning like Faust/aiokafka (ARCHITECTURE §2), acks=all."""
-    return client_config(settings) | {
-        "partitioner": "murmur2_random",
-        "acks": "all",
-        "enable.idempotence": True,
-        "message.max.bytes": settings.max_message_bytes,
-    }
-
-
 def unreachable(settings: Settings, exc: BaseException | None = None) -> CrawlError:
     """The one-line error for a broker that does not answer."""
     detail = f" ({exc})" if exc is not None else ""
@@ -160,7 +122,7 @@ def create_topics(settings: Settings) -> list[str]:
     count than ``settings.partitions`` (keys would move to other partitions), and
     ``CrawlError`` if Kafka cannot be reached or refuses a request.
     """
-    admin = AdminClient(client_config(settings))
+    admin = AdminClient(librdkafka_config(settings))
     existing = existing_partitions(admin, settings)
     configs = topic_configs(settings)
     wanted = {changelog_name(settings, t): {"cleanup.policy": "compact"} for t in TABLES}
@@ -259,7 +221,7 @@ def read_control(settings: Settings) -> dict[str, CrawlPolicy]:
     skipped. Raises CrawlError if Kafka is unreachable or the topic does not exist.
     """
     name = topic_name(settings, "control")
-    conf = client_config(settings) | {
+    conf = librdkafka_config(settings) | {
         "group.id": f"streamcrawl-cli-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
@@ -324,7 +286,7 @@ def consume_to_end(consumer: Consumer, partitions: int, *, follow: bool = False)
 
 def publish_control(settings: Settings, policy: CrawlPolicy) -> None:
     """Publish ``policy`` on the control topic keyed by its crawl id; waits for the ack."""
-    producer = Producer(producer_config(settings))
+    producer = Producer(librdkafka_producer_config(settings))
     failures: list[str] = []
 
     def delivered(err: KafkaError | None, _msg: Any) -> None:

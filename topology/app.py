@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
-from aiokafka.helpers import create_ssl_context
 from faust.types import TP
 from faust.web import Request, Response, View
 from mode import Service
@@ -35,6 +34,7 @@ from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.sink import Sink
 from streamcrawl.topology.admin import app_id, sink_group
+from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
 from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,31 +47,13 @@ def broker_urls(settings: Settings) -> list[str]:
     return [f"kafka://{host}" for host in settings.kafka_bootstrap.split(",")]
 
 
-def credentials(settings: Settings) -> Any:
-    """Faust broker credentials for the SASL/SSL settings; ``None`` for PLAINTEXT."""
-    protocol = settings.kafka_security_protocol
-    context = None
-    if protocol in ("SSL", "SASL_SSL"):
-        cafile = str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
-        context = create_ssl_context(cafile=cafile)
-    if protocol.startswith("SASL"):
-        password = settings.kafka_sasl_password
-        return faust.SASLCredentials(
-            username=settings.kafka_sasl_username,
-            password=password.get_secret_value() if password else None,
-            mechanism=settings.kafka_sasl_mechanism or "PLAIN",
-            ssl_context=context,
-        )
-    return faust.SSLCredentials(context) if context is not None else None
-
-
 def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests)."""
     prefix = settings.topic_prefix
     app = faust.App(
         app_id(settings),
         broker=broker_urls(settings),
-        broker_credentials=credentials(settings),
+        broker_credentials=faust_credentials(settings),
         store="rocksdb://",
         datadir=str(settings.state_dir),
         table_standby_replicas=settings.standby_replicas,
@@ -155,7 +137,9 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         )
 
     store = TableStore(table("seen"), table("pending"), table("origins"))
-    view = SharedView(settings, f"{prefix}.control", f"{prefix}.budget", metrics)
+    view = SharedView(
+        aiokafka_connection(settings), f"{prefix}.control", f"{prefix}.budget", metrics
+    )
     fetcher = FetchService(
         store=store,
         view=view,
@@ -191,7 +175,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     sinker = None
     if settings.sink_enabled:
         sinker = SinkConsumer(
-            settings,
+            aiokafka_connection(settings),
+            settings.max_message_bytes,
             [f"{prefix}.pages", f"{prefix}.status"],
             sink_group(settings),
             _sink_opener(settings, sink),

@@ -23,7 +23,7 @@ import msgspec
 from streamcrawl.agents.errors import CrawlError
 from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import CrawlRunState, TerminalState
-from streamcrawl.topology import admin
+from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.settings import Settings, load_settings
 
 
@@ -146,7 +146,7 @@ def cmd_pages(args: argparse.Namespace) -> int:
     throwaway consumer group and never commits, so it cannot disturb the workers.
     """
     settings = _settings(args)
-    conf = admin.client_config(settings) | {
+    conf = kafka_clients.librdkafka_config(settings) | {
         "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
@@ -288,7 +288,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     for seed in policy.seeds:
         canon = canonicalizer.canonicalize(seed)
         by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
-    producer = Producer(admin.producer_config(settings))
+    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
     failures: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:

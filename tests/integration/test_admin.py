@@ -17,7 +17,7 @@ from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sink_cassandra import TABLES
 from streamcrawl.agents.sink_cassandra_driver import connect, create_schema
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology import admin
+from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.settings import Settings, load_settings
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
@@ -54,7 +54,7 @@ def test_create_topics_is_idempotent_and_applies_configs(
     second = admin.create_topics(settings)
     assert all(line.startswith("exists ") for line in second), second
 
-    client = AdminClient(admin.client_config(settings))
+    client = AdminClient(kafka_clients.librdkafka_config(settings))
     partitions = admin.existing_partitions(client, settings)
     assert {partitions[f"{topic_prefix}.{short}"] for short in SHORT} == {3}
     pages = topic_config(client, f"{topic_prefix}.pages")
@@ -71,7 +71,7 @@ def test_create_topics_is_idempotent_and_applies_configs(
 @pytest.mark.integration
 def test_existing_topic_gets_our_configs(kafka_bootstrap: str, topic_prefix: str) -> None:
     settings = kafka_settings(kafka_bootstrap, topic_prefix)
-    client = AdminClient(admin.client_config(settings))
+    client = AdminClient(kafka_clients.librdkafka_config(settings))
     name = f"{topic_prefix}.pages"
     client.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result()
     admin.wait_for_topics(client, [name])
@@ -92,7 +92,7 @@ def test_partition_mismatch_is_refused_before_any_change(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     settings = kafka_settings(kafka_bootstrap, topic_prefix, partitions=3)
-    client = AdminClient(admin.client_config(settings))
+    client = AdminClient(kafka_clients.librdkafka_config(settings))
     name = f"{topic_prefix}.frontier"
     client.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])[name].result()
     admin.wait_for_topics(client, [name])

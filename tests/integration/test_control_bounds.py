@@ -15,7 +15,7 @@ from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import MAX_SEEDS, CrawlPolicy
-from streamcrawl.topology import admin
+from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.settings import load_settings
 
 URL = "http://127.0.0.1:9/"
@@ -33,7 +33,7 @@ async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_rea
     settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix)
     admin.create_topics(settings)
     budget = f"{topic_prefix}.budget"
-    client = AdminClient(admin.client_config(settings))
+    client = AdminClient(kafka_clients.librdkafka_config(settings))
     for future in client.create_topics([NewTopic(budget, 1, 1)]).values():
         future.result(30)
     messages = [
@@ -45,13 +45,14 @@ async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_rea
         (b"regex", hostile("regex", include=["("])),
         (b"later", encode(CrawlPolicy(crawl_id="later", seeds=(URL,)))),
     ]
-    producer = Producer(admin.producer_config(settings))
+    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
     for key, value in messages:
         producer.produce(admin.topic_name(settings, "control"), key=key, value=value)
     assert producer.flush(30) == 0
 
     caplog.set_level(logging.WARNING, "streamcrawl.agents.kafka_control")
-    view = SharedView(settings, admin.topic_name(settings, "control"), budget, Metrics())
+    connection = kafka_clients.aiokafka_connection(settings)
+    view = SharedView(connection, admin.topic_name(settings, "control"), budget, Metrics())
     await view.start()
     try:
         await asyncio.wait_for(view.ready.wait(), 60)

@@ -24,7 +24,7 @@ from streamcrawl.agents.sink_cassandra import CassandraSink
 from streamcrawl.agents.sink_cassandra_driver import create_schema
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import Page, TerminalState, UrlStatus
-from streamcrawl.topology import admin
+from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def make_page(crawl_id: str, origin: str, i: int, body: str | None = None) -> Pa
 
 def produce(bootstrap: str, prefix: str, pages: list[Page]) -> None:
     settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix)
-    producer = Producer(admin.producer_config(settings))
+    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
     for page in pages:
         producer.produce(f"{prefix}.pages", key=page.origin.encode(), value=encode(page))
     assert producer.flush(30) == 0

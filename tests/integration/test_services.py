@@ -1,7 +1,7 @@
 """Smoke tests of the real services and of the client settings the project relies on.
 
 The key -> partition agreement between confluent-kafka (seeds) and aiokafka (Faust workers) is
-ARCHITECTURE §2: both must place an origin key on the same partition.
+docs/architecture.md: both must place an origin key on the same partition.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from aiokafka.partitioner import murmur2
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from streamcrawl.topology import admin as topology_admin
-from streamcrawl.topology.kafka_config import producer_config
+from streamcrawl.topology.kafka_clients import librdkafka_producer_config
 from streamcrawl.topology.settings import load_settings
 
 pytestmark = pytest.mark.integration
@@ -87,29 +86,6 @@ async def aiokafka_partitions(bootstrap: str, topic: str, keys: list[bytes]) -> 
         }
     finally:
         await producer.stop()
-
-
-# -- producer settings (no broker) -----------------------------------------------------------
-
-
-def test_producer_config_uses_murmur2_and_keeps_extras() -> None:
-    config = producer_config("127.0.0.1:9092", acks="all", **{"linger.ms": 5})
-    assert config == {
-        "bootstrap.servers": "127.0.0.1:9092",
-        "partitioner": "murmur2_random",
-        "acks": "all",
-        "linger.ms": 5,
-    }
-
-
-def test_producer_config_refuses_another_partitioner() -> None:
-    with pytest.raises(ValueError, match="murmur2_random"):
-        producer_config("127.0.0.1:9092", partitioner="consistent_random")
-
-
-def test_project_producer_factory_uses_murmur2() -> None:
-    settings = load_settings(kafka_bootstrap="127.0.0.1:9092")
-    assert topology_admin.producer_config(settings)["partitioner"] == "murmur2_random"
 
 
 # -- Kafka -----------------------------------------------------------------------------------
@@ -186,7 +162,7 @@ async def test_both_clients_put_an_origin_on_the_same_partition(
 def test_librdkafka_default_partitioner_would_disagree(
     kafka_bootstrap: str, kafka_admin: AdminClient, topic_prefix: str
 ) -> None:
-    # Why producer_config sets the partitioner: without it (CRC32) keys go elsewhere.
+    # Why librdkafka_producer_config sets the partitioner: without it (CRC32) keys go elsewhere.
     topic = f"{topic_prefix}.keys"
     create_topic(kafka_admin, topic, PARTITIONS)
     by_default = confluent_partitions({"bootstrap.servers": kafka_bootstrap}, topic, ORIGINS)
@@ -231,3 +207,8 @@ def test_cassandra_round_trip(cassandra_session: Any, cassandra_keyspace: str) -
         "SELECT url, status, title FROM pages WHERE origin = %s", ("https://example.com",)
     ).one()
     assert (row.url, row.status, row.title) == ("https://example.com/", 200, "Hi")
+
+
+def producer_config(bootstrap: str) -> dict[str, Any]:
+    """The project's confluent-kafka producer settings for ``bootstrap``."""
+    return librdkafka_producer_config(load_settings(kafka_bootstrap=bootstrap))

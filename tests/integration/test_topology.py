@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streamcrawl.topology import admin
+from streamcrawl.topology import admin, kafka_clients
 from tests.integration.site import Cluster, page_requests, serve_site
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
@@ -77,7 +77,7 @@ def test_replaying_the_sink_topics_leaves_the_same_rows(crawled: dict[str, Any])
     settings = cluster.settings()
     sink_topics = [admin.topic_name(settings, t) for t in ("pages", "status")]
     group = admin.sink_group(settings)
-    client = AdminClient(admin.client_config(settings))
+    client = AdminClient(kafka_clients.librdkafka_config(settings))
     reset = ConsumerGroupTopicPartitions(
         group, [TopicPartition(t, p, 0) for t in sink_topics for p in range(settings.partitions)]
     )
@@ -97,7 +97,7 @@ def test_bad_messages_are_logged_counted_and_skipped(tmp_path: Path) -> None:
         with serve_site(1, 10) as servers:
             origin = servers[0].origin
             settings = cluster.settings()
-            producer = Producer(admin.producer_config(settings))
+            producer = Producer(kafka_clients.librdkafka_producer_config(settings))
             garbage = [b"not json", b'{"v": 99}', b"{}"]
             for short in ("frontier", "outcomes", "pages", "status"):
                 for value in garbage:
@@ -131,7 +131,7 @@ def fetch_starts(cluster: Cluster) -> dict[str, list[float]]:
 
 def end_offsets(settings: Any, topics: list[str]) -> dict[tuple[str, int], int]:
     """High watermark of every partition of ``topics`` (no compaction: = message count)."""
-    consumer = Consumer(admin.client_config(settings) | {"group.id": "offsets-probe"})
+    consumer = Consumer(kafka_clients.librdkafka_config(settings) | {"group.id": "offsets-probe"})
     try:
         return {
             (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
