@@ -1,13 +1,18 @@
 """The embedded crawl end to end against local servers that log every request.
 
-Each assertion reads the servers' logs: what was really asked, and when.
+Each assertion reads the servers' logs: what was really asked, and when. The tests taking the
+``run_crawl`` fixture (dedupe, robots, redirects, politeness, size cap, budget) run twice: through
+the embedded runner and through the Kafka agents wired in one process (tests/kafka_inprocess.py),
+so the two wirings cannot drift apart unnoticed.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -15,6 +20,7 @@ import pytest
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.embedded import EmbeddedCrawl
 from tests.httpserver import RecordingServer, html, redirect, slow, stream, text
+from tests.kafka_inprocess import crawl_kafka
 
 pytestmark = pytest.mark.integration
 
@@ -36,11 +42,20 @@ async def crawl(tmp_path: Path, seeds: list[str], **policy: object) -> tuple[dic
     return summary.as_dict(), pages, urls
 
 
+Crawl = Callable[..., Awaitable[tuple[dict[str, Any], list[Any], list[Any]]]]
+
+
+@pytest.fixture(params=["embedded", "kafka"])
+def run_crawl(request: pytest.FixtureRequest) -> Crawl:
+    """``crawl`` through the embedded runner, or through the in-process Kafka agents."""
+    return crawl if request.param == "embedded" else crawl_kafka
+
+
 def fetched_paths(srv: RecordingServer) -> Counter[str]:
     return Counter(r.path for r in srv.log if r.path != "/robots.txt")
 
 
-async def test_variants_fetched_once_and_disallowed_never(tmp_path: Path) -> None:
+async def test_variants_fetched_once_and_disallowed_never(tmp_path: Path, run_crawl: Crawl) -> None:
     async with RecordingServer() as srv:
         host_upper = srv.origin.replace("127.0.0.1", "127.0.0.1").upper().replace("HTTP", "http")
         srv.routes.update(
@@ -64,7 +79,7 @@ async def test_variants_fetched_once_and_disallowed_never(tmp_path: Path) -> Non
                 "/private/q": page(),
             }
         )
-        summary, pages, urls = await crawl(tmp_path, [srv.url("/")])
+        summary, pages, urls = await run_crawl(tmp_path, [srv.url("/")])
     counts = fetched_paths(srv)
     assert counts == Counter({"/": 1, "/a": 1, "/b?x=1&y=2": 1}), counts
     assert [r.path for r in srv.log].count("/robots.txt") == 1
@@ -74,13 +89,15 @@ async def test_variants_fetched_once_and_disallowed_never(tmp_path: Path) -> Non
     assert len({u["url"] for u in urls}) == len(urls)  # one terminal state per URL
 
 
-async def test_per_origin_gaps_respect_delay_and_origins_run_in_parallel(tmp_path: Path) -> None:
+async def test_per_origin_gaps_respect_delay_and_origins_run_in_parallel(
+    tmp_path: Path, run_crawl: Crawl
+) -> None:
     n = 8
     async with RecordingServer() as a, RecordingServer() as b:
         for srv in (a, b):
             srv.routes.update({f"/{i}": page(f"/{i + 1}") for i in range(n)})
             srv.routes[f"/{n}"] = page()
-        summary, _, _ = await crawl(tmp_path, [a.url("/0"), b.url("/0")], delay=0.2)
+        summary, _, _ = await run_crawl(tmp_path, [a.url("/0"), b.url("/0")], delay=0.2)
     for srv in (a, b):
         gaps = srv.gaps()
         assert len(gaps) == n + 1  # robots.txt + n+1 pages
@@ -89,7 +106,7 @@ async def test_per_origin_gaps_respect_delay_and_origins_run_in_parallel(tmp_pat
     assert summary["elapsed_s"] < (n + 1) * 0.2 * 1.6
 
 
-async def test_crawl_delay_from_robots(tmp_path: Path) -> None:
+async def test_crawl_delay_from_robots(tmp_path: Path, run_crawl: Crawl) -> None:
     async with RecordingServer() as srv:
         srv.routes.update(
             {
@@ -99,7 +116,7 @@ async def test_crawl_delay_from_robots(tmp_path: Path) -> None:
                 "/2": page(),
             }
         )
-        await crawl(tmp_path, [srv.url("/0")], delay=0.0)
+        await run_crawl(tmp_path, [srv.url("/0")], delay=0.0)
     assert min(srv.gaps(lambda r: r.path != "/robots.txt")) >= 0.3 - 0.01
 
 
@@ -131,23 +148,27 @@ async def test_retries_exhausted_record_failed_with_last_error(tmp_path: Path) -
     assert pages == []
 
 
-async def test_redirect_loop_terminates(tmp_path: Path) -> None:
+async def test_redirect_loop_terminates(tmp_path: Path, run_crawl: Crawl) -> None:
     async with RecordingServer({"/a": redirect("/b"), "/b": redirect("/a")}) as srv:
-        _, _, urls = await crawl(tmp_path, [srv.url("/a")])
+        _, _, urls = await run_crawl(tmp_path, [srv.url("/a")])
     assert len(srv.log) <= 8
     assert {u["state"] for u in urls} <= {"failed", "duplicate"}
 
 
-async def test_same_origin_redirect_target_not_fetched_twice(tmp_path: Path) -> None:
+async def test_same_origin_redirect_target_not_fetched_twice(
+    tmp_path: Path, run_crawl: Crawl
+) -> None:
     async with RecordingServer() as srv:
         srv.routes.update({"/": page("/old", "/new"), "/old": redirect("/new"), "/new": page("/")})
-        _, pages, _urls = await crawl(tmp_path, [srv.url("/")], per_origin_concurrency=1)
+        _, pages, _urls = await run_crawl(tmp_path, [srv.url("/")], per_origin_concurrency=1)
     counts = fetched_paths(srv)
     assert counts["/new"] == 1, counts
     assert sorted(p["final_url"].rsplit("/", 1)[1] for p in pages) == ["", "new"]
 
 
-async def test_oversized_body_cut_and_non_html_not_downloaded(tmp_path: Path) -> None:
+async def test_oversized_body_cut_and_non_html_not_downloaded(
+    tmp_path: Path, run_crawl: Crawl
+) -> None:
     big = 5 * 1024 * 1024
     async with RecordingServer() as srv:
         srv.routes.update(
@@ -157,7 +178,7 @@ async def test_oversized_body_cut_and_non_html_not_downloaded(tmp_path: Path) ->
                 "/pic.png": stream(big, content_type="image/png"),
             }
         )
-        _, _pages, urls = await crawl(tmp_path, [srv.url("/")], max_body=256 * 1024)
+        _, _pages, urls = await run_crawl(tmp_path, [srv.url("/")], max_body=256 * 1024)
     by_path = {u["url"].rsplit("/", 1)[1]: u["state"] for u in urls}
     assert by_path["big"] == "too_large"
     assert by_path["pic.png"] == "skipped_content_type"
@@ -176,15 +197,15 @@ async def test_slow_origin_does_not_block_the_others(tmp_path: Path) -> None:
     assert fast_done < slow_started + 3.0  # the fast origin finished while the slow one hung
 
 
-async def test_max_pages_and_depth(tmp_path: Path) -> None:
+async def test_max_pages_and_depth(tmp_path: Path, run_crawl: Crawl) -> None:
     async with RecordingServer() as srv:
         srv.routes.update({f"/{i}": page(f"/{i + 1}", f"/{i + 2}") for i in range(30)})
-        _, pages, urls = await crawl(tmp_path, [srv.url("/0")], max_pages=5)
+        _, pages, urls = await run_crawl(tmp_path, [srv.url("/0")], max_pages=5)
     assert len(pages) == 5
     assert Counter(u["state"] for u in urls)["fetched"] == 5
     async with RecordingServer() as srv:
         srv.routes.update({f"/{i}": page(f"/{i + 1}") for i in range(30)})
-        _, pages, _ = await crawl(tmp_path / "d", [srv.url("/0")], max_depth=2)
+        _, pages, _ = await run_crawl(tmp_path / "d", [srv.url("/0")], max_depth=2)
     assert sorted(p["depth"] for p in pages) == [0, 1, 2]
 
 
@@ -249,7 +270,9 @@ async def test_output_records_have_the_documented_fields(tmp_path: Path) -> None
     msgspec.json.decode(json.dumps(urls[0]).encode())
 
 
-async def test_robots_5xx_waits_and_retries_before_any_page(tmp_path: Path) -> None:
+async def test_robots_5xx_waits_and_retries_before_any_page(
+    tmp_path: Path, run_crawl: Crawl
+) -> None:
     from aiohttp import web
 
     calls = {"n": 0}
@@ -263,7 +286,7 @@ async def test_robots_5xx_waits_and_retries_before_any_page(tmp_path: Path) -> N
     async with RecordingServer(
         {"/robots.txt": robots, "/": page("/no", "/yes"), "/yes": page(), "/no": page()}
     ) as srv:
-        _, _, urls = await crawl(tmp_path, [srv.url("/")])
+        _, _, urls = await run_crawl(tmp_path, [srv.url("/")])
     paths = [r.path for r in srv.log]
     assert paths[:2] == ["/robots.txt", "/robots.txt"]  # no page before robots.txt answered
     assert "/no" not in paths
@@ -281,10 +304,10 @@ async def test_robots_unreachable_for_good_denies_instead_of_hanging(tmp_path: P
     assert all(r.path == "/robots.txt" for r in srv.log)
 
 
-async def test_redirect_hops_keep_the_origin_delay(tmp_path: Path) -> None:
+async def test_redirect_hops_keep_the_origin_delay(tmp_path: Path, run_crawl: Crawl) -> None:
     async with RecordingServer() as srv:
         srv.routes.update({"/": page("/a"), "/a": redirect("/b"), "/b": redirect("/c"),
                            "/c": page()})  # fmt: skip
-        await crawl(tmp_path, [srv.url("/")], delay=0.3)
+        await run_crawl(tmp_path, [srv.url("/")], delay=0.3)
     assert [r.path for r in srv.log] == ["/robots.txt", "/", "/a", "/b", "/c"]
     assert min(srv.gaps()) >= 0.3 - 0.01, srv.gaps()

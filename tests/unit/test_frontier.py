@@ -1,12 +1,30 @@
-"""The frontier's pure logic: dedupe, scope, budget, queue order, retries, timing, replay."""
+"""The frontier's pure logic: dedupe, scope, budget, queue order, retries, timing, replay.
+
+Run over every ``Store`` the frontier is wired to: ``MemoryStore``, ``RocksStore`` (embedded) and
+``TableStore`` over dict tables (Kafka), whose writes are key by key, not atomic
+(``tests/unit/test_kafka_state.py`` replays every crash prefix of them).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from streamcrawl.agents.frontier import Frontier, admitted_count, load_origin, queued_entries
+from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import Changes, MemoryStore
+from streamcrawl.agents.state import (
+    META,
+    ORIGINS,
+    PENDING,
+    SEEN,
+    Changes,
+    MemoryStore,
+    RocksStore,
+    Store,
+)
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
 
 ORIGIN = "http://a.test"
@@ -39,19 +57,34 @@ def outcome(
     )
 
 
-@pytest.fixture
-def env() -> tuple[Frontier, MemoryStore]:
-    return Frontier(clock=lambda: 50.0, jitter=lambda: 0.5), MemoryStore()
+def make_store(kind: str, path: Path) -> Store:
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "rocksdb":
+        return RocksStore(path / "db")
+    return TableStore({}, {}, {})
 
 
-def admit(f: Frontier, store: MemoryStore, b: FrontierBatch, r: CrawlRules, budget=None):  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["memory", "rocksdb", "tables"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Frontier, Store]]:
+    store = make_store(request.param, tmp_path)
+    yield Frontier(clock=lambda: 50.0, jitter=lambda: 0.5), store
+    store.close()
+
+
+def snapshot(store: Store) -> list[tuple[bytes, bytes]]:
+    """Every row of every namespace the frontier writes."""
+    return [row for ns in (SEEN, PENDING, ORIGINS, META) for row in store.scan(ns)]
+
+
+def admit(f: Frontier, store: Store, b: FrontierBatch, r: CrawlRules, budget=None):  # type: ignore[no-untyped-def]
     ch = Changes(store)
     result = f.admit(ch, b, r, budget=budget)
     ch.commit()
     return result
 
 
-def apply(f: Frontier, store: MemoryStore, o: Outcome, r: CrawlRules):  # type: ignore[no-untyped-def]
+def apply(f: Frontier, store: Store, o: Outcome, r: CrawlRules):  # type: ignore[no-untyped-def]
     ch = Changes(store)
     result = f.apply(ch, o, r)
     ch.commit()
@@ -102,10 +135,10 @@ def test_success_pops_and_sets_next_fetch_time(env) -> None:  # type: ignore[no-
     assert [s.state for s in applied.statuses] == [TerminalState.FETCHED]
     st = load_origin(store, ORIGIN)
     assert st.head == 1 and st.next_fetch_at == pytest.approx(101.0)
-    before = dict(store._data)
+    before = snapshot(store)
     replay = apply(f, store, first, r)  # replayed: no state change, the same status again
     assert replay.replayed and replay.statuses == applied.statuses
-    assert store._data == before
+    assert snapshot(store) == before and before
 
 
 def test_a_replayed_retry_repeats_a_status_only_if_it_was_the_last_attempt(env) -> None:  # type: ignore[no-untyped-def]
