@@ -27,6 +27,7 @@ from cassandra.cluster import (
 )
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
+from streamcrawl.agents.cassandra_security import explain, ssl_context
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sink_config import CassandraConfig
 
@@ -109,7 +110,10 @@ class _Group:
 
 
 def connect(config: CassandraConfig, keyspace: str | None = None) -> tuple[Cluster, Any]:
-    """A connected Cluster and Session (blocking); raises CrawlError if Cassandra is unreachable.
+    """A connected Cluster and Session (blocking), with a password and TLS when configured.
+
+    Raises CrawlError if Cassandra is unreachable or refuses us (the cause and the setting to
+    check: ``cassandra_security.explain``), ConfigError for a CA file that cannot be loaded.
 
     Uses the libev event loop when the driver wheel has it compiled in, else asyncio's (the
     asyncore default is deprecated in 3.11 and gone in 3.12).
@@ -127,6 +131,7 @@ def connect(config: CassandraConfig, keyspace: str | None = None) -> tuple[Clust
         protocol_version=PROTOCOL_VERSION,
         port=config.port,
         auth_provider=auth,
+        ssl_context=ssl_context(config),
         connection_class=_connection_class(),
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=CONNECT_TIMEOUT_S,
@@ -136,7 +141,7 @@ def connect(config: CassandraConfig, keyspace: str | None = None) -> tuple[Clust
         return cluster, cluster.connect(keyspace)
     except (NoHostAvailable, OperationTimedOut) as exc:
         cluster.shutdown()
-        raise CrawlError(
+        raise explain(config, exc) or CrawlError(
             f"cannot reach Cassandra at {config.where} within "
             f"{CONNECT_TIMEOUT_S:g} s: is it up? (STREAMCRAWL_CASSANDRA_HOSTS / "
             f"--cassandra-hosts) ({_short(exc)})"

@@ -24,5 +24,9 @@ class CassandraConfig:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     local_dc: str | None = None
+    ssl: bool = False
+    """Connect over TLS, verifying the nodes' certificates and host names."""
+    ssl_cafile: str | None = None
+    """CA bundle (PEM) for ``ssl``; ``None``: the system's CAs."""
     concurrency: int = 32
     """Statements (or batches) in flight."""

@@ -2,13 +2,18 @@
 # Single-node Kafka 4 (KRaft) and Cassandra 5.0 on 127.0.0.1 for development, tests and CI,
 # without Docker: the jars come from Maven Central through `mvn`, the configs are written here.
 #
-#   scripts/services.sh start [kafka] [cassandra]   start (default: both), wait until they serve
-#   scripts/services.sh stop                        stop what `start` started (recorded PIDs)
-#   scripts/services.sh status                      up/down and endpoint of each; exit 3 if down
+#   scripts/services.sh start [--secure] [kafka] [cassandra]
+#                                   start (default: both), wait until they serve
+#   scripts/services.sh stop        stop what `start` started (recorded PIDs)
+#   scripts/services.sh status      up/down and endpoint of each; exit 3 if down
 #
 # After `start`, `source .services/env` exports STREAMCRAWL_KAFKA_BOOTSTRAP and
-# STREAMCRAWL_CASSANDRA_HOSTS. Environment (all optional):
+# STREAMCRAWL_CASSANDRA_HOSTS. With --secure Kafka serves SASL_SSL (SCRAM-SHA-512) and Cassandra
+# asks for a password over TLS, from a CA made in the state folder (_services/secure.sh); the
+# env file then also holds the credentials and the CA path (it is readable by its owner only).
+# Environment (all optional):
 #   STREAMCRAWL_SERVICES_DIR    state folder: configs, data, logs, PIDs, env (default: .services)
+#   STREAMCRAWL_SERVICES_SECURE 1: as --secure
 #   STREAMCRAWL_KAFKA_PORT      fixed Kafka port; STREAMCRAWL_CASSANDRA_PORT fixed CQL port
 #                               (default: free ports picked at start)
 #   STREAMCRAWL_KAFKA_VERSION (4.1.1), STREAMCRAWL_LOG4J_VERSION (2.24.3),
@@ -27,6 +32,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HERE=$ROOT/scripts/_services
 # shellcheck source=_services/common.sh
 source "$HERE/common.sh"
+# shellcheck source=_services/secure.sh
+source "$HERE/secure.sh"
 
 STATE=${STREAMCRAWL_SERVICES_DIR:-$ROOT/.services}
 KAFKA_VERSION=${STREAMCRAWL_KAFKA_VERSION:-4.1.1}
@@ -37,7 +44,9 @@ START_TIMEOUT=${STREAMCRAWL_START_TIMEOUT:-180}
 STOP_GRACE=${STREAMCRAWL_STOP_GRACE:-30}
 PYTHON=$(default_python)
 SERVICES=(kafka cassandra)
+declare -A ENV_NAMES=([kafka]=STREAMCRAWL_KAFKA_BOOTSTRAP [cassandra]=STREAMCRAWL_CASSANDRA_HOSTS)
 STARTED=()   # services launched by this invocation: stopped again if the start fails
+SECURE=${STREAMCRAWL_SERVICES_SECURE:-0}
 
 say() { echo "services.sh: $*" >&2; }
 
@@ -145,11 +154,18 @@ launch_kafka() {  # port controller-port
     mkdir -p "$dir/data"
     write_kafka_config "$dir" "$1" "$2"
     local jvm=(-Djava.awt.headless=true -Dlog4j2.configurationFile="$dir/log4j2.properties"
-        -cp "$jars/*")
+        -cp "$jars/*") scram=()
+    if ((SECURE)); then
+        ensure_tls
+        mapfile -t scram < <(kafka_scram_users "$dir")
+        write_kafka_secure_config "$dir" "$1"
+        touch "$dir/secure"
+    fi
+    write_kafka_client_env "$dir" "$1" "$SECURE"
     # A cluster id is 16 random bytes, URL-safe base64 without padding.
     cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
     "$JAVA" "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
-        -c "$dir/server.properties" >"$dir/format.log" 2>&1 ||
+        -c "$dir/server.properties" "${scram[@]}" >"$dir/format.log" 2>&1 ||
         { tail -n 30 "$dir/format.log" >&2; die "kafka: formatting $dir/data failed"; }
     nohup "$JAVA" -Xms512m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
         -XX:+ExitOnOutOfMemoryError "${jvm[@]}" kafka.Kafka "$dir/server.properties" \
@@ -242,12 +258,21 @@ launch_cassandra() {  # cql-port storage-port
     rm -rf "$dir"
     mkdir -p "$dir/data"
     write_cassandra_config "$dir" "$1" "$2"
+    local secure_jvm=()
+    if ((SECURE)); then
+        ensure_tls
+        write_cassandra_secure_config "$dir"
+        touch "$dir/secure"
+        # The default superuser is created at once instead of 10 s after start.
+        secure_jvm=(-Dcassandra.superuser_setup_delay_ms=0)
+    fi
+    write_cassandra_client_env "$dir" "$1" "$SECURE"
     jamm=$(compgen -G "$jars/jamm-*.jar" | head -n 1 || true)
     [[ -n $jamm ]] || die "cassandra: no jamm jar in $jars"
     # No JMX port (cassandra.jmx.local.port unset): nothing here needs nodetool.
     nohup "$JAVA" -Xms1G -Xmx1G -Xss256k -XX:+UseG1GC -XX:+ParallelRefProcEnabled \
         -XX:MaxTenuringThreshold=1 -XX:+ExitOnOutOfMemoryError -Djava.net.preferIPv4Stack=true \
-        "${CASSANDRA_JVM17[@]}" -javaagent:"$jamm" \
+        "${CASSANDRA_JVM17[@]}" "${secure_jvm[@]}" -javaagent:"$jamm" \
         -Dcassandra-foreground=yes \
         -Dcassandra.config="file://$dir/cassandra.yaml" \
         -Dcassandra.storagedir="$dir/data" \
@@ -288,7 +313,16 @@ wait_ready() {  # name
         ((SECONDS < deadline)) || die "$name: not listening on $endpoint after ${START_TIMEOUT}s (logs in $STATE/$name/)"
         sleep 0.25
     done
-    "$PYTHON" "$HERE/probe.py" "$name" "$endpoint" "$((deadline - SECONDS))" || rc=$?
+    if [[ $name == cassandra && -f $STATE/cassandra/secure ]]; then
+        setup_cassandra_roles "$STATE/cassandra" "$endpoint" "$((deadline - SECONDS))" || rc=$?
+    fi
+    # The probe connects as a client would: with the exports of client.env (credentials, CA).
+    ((rc != 0)) || (
+        set -a
+        # shellcheck disable=SC1091
+        source "$STATE/$name/client.env"
+        exec "$PYTHON" "$HERE/probe.py" "$name" "$endpoint" "$((deadline - SECONDS))"
+    ) || rc=$?
     if ((rc == 2)); then
         die "$PYTHON cannot probe $name: set PYTHON to the project's venv python (pip install -e '.[test]')"
     elif ((rc != 0)); then
@@ -296,14 +330,32 @@ wait_ready() {  # name
         die "$name: not serving on $endpoint after ${START_TIMEOUT}s (logs in $STATE/$name/)"
     fi
     # Seconds from launching the JVM, as measured here: the probe adds up to ~1 s.
-    say "$name: ready at $endpoint, $(((($(now_ms) - t0) + 500) / 1000))s after launch (pid $pid, log $(log_of "$name"))"
+    say "$name: ready at $endpoint ($(mode_of "$name")), $(((($(now_ms) - t0) + 500) / 1000))s after launch (pid $pid, log $(log_of "$name"))"
 }
 
+mode_of() {  # name
+    if [[ ! -f $STATE/$1/secure ]]; then
+        echo plaintext
+    elif [[ $1 == kafka ]]; then
+        echo "SASL_SSL, SCRAM-SHA-512"
+    else
+        echo "TLS, PasswordAuthenticator"
+    fi
+}
+
+# The env file: each running service's client.env (the endpoint, and with --secure the
+# credentials and CA), owner-readable only.
 write_env() {
-    local tmp=$STATE/env.tmp
-    : >"$tmp"
-    running kafka && echo "export STREAMCRAWL_KAFKA_BOOTSTRAP=$(<"$STATE/kafka/endpoint")" >>"$tmp"
-    running cassandra && echo "export STREAMCRAWL_CASSANDRA_HOSTS=$(<"$STATE/cassandra/endpoint")" >>"$tmp"
+    local tmp=$STATE/env.tmp name
+    (umask 077 && : >"$tmp")
+    for name in "${SERVICES[@]}"; do
+        running "$name" || continue
+        if [[ -f $STATE/$name/client.env ]]; then
+            cat "$STATE/$name/client.env" >>"$tmp"
+        else  # started by an older services.sh
+            echo "export ${ENV_NAMES[$name]}=$(<"$STATE/$name/endpoint")" >>"$tmp"
+        fi
+    done
     mv "$tmp" "$STATE/env"
 }
 
@@ -314,7 +366,11 @@ check_port() {  # variable-name
 }
 
 cmd_start() {
-    local wanted=("$@") name t0 ports
+    local wanted=() name t0 ports is_secure
+    for name in "$@"; do
+        if [[ $name == --secure ]]; then SECURE=1; else wanted+=("$name"); fi
+    done
+    [[ $SECURE == 0 || $SECURE == 1 ]] || die "STREAMCRAWL_SERVICES_SECURE=$SECURE: use 0 or 1"
     ((${#wanted[@]})) || wanted=("${SERVICES[@]}")
     for name in "${wanted[@]}"; do
         [[ $name == kafka || $name == cassandra ]] || die "unknown service '$name' (kafka, cassandra)"
@@ -330,7 +386,9 @@ cmd_start() {
     local launched=()
     for name in "${wanted[@]}"; do
         if running "$name"; then
-            say "$name: already running at $(<"$STATE/$name/endpoint") (pid $(pid_of "$name"))"
+            [[ -f $STATE/$name/secure ]] && is_secure=1 || is_secure=0
+            ((is_secure == SECURE)) || die "$name already runs $(mode_of "$name") in $STATE: stop it first (or use another STREAMCRAWL_SERVICES_DIR)"
+            say "$name: already running at $(<"$STATE/$name/endpoint") ($(mode_of "$name"), pid $(pid_of "$name"))"
             continue
         fi
         case $name in
@@ -379,7 +437,7 @@ cmd_status() {
     local name rc=0
     for name in "${SERVICES[@]}"; do
         if running "$name" && port_open "$(cut -d: -f2 "$STATE/$name/endpoint")"; then
-            echo "$name: up at $(<"$STATE/$name/endpoint") (pid $(pid_of "$name"))"
+            echo "$name: up at $(<"$STATE/$name/endpoint") ($(mode_of "$name"), pid $(pid_of "$name"))"
         elif running "$name"; then
             echo "$name: starting (pid $(pid_of "$name"), not listening yet)"
             rc=3

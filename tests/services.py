@@ -15,6 +15,13 @@ start skips the tests that need it, except under ``CI=true``, where it is an err
 Fixtures: ``kafka_bootstrap``, ``kafka_admin``, ``cassandra_hosts``, ``cassandra_cluster``
 (session scope); ``topic_prefix``, ``consumer_group``, ``cassandra_keyspace``,
 ``cassandra_session`` (one per test).
+
+``secure_services`` (session scope, marker ``secure``) is a second Kafka + Cassandra, started
+once per session with ``scripts/services.sh start --secure`` into its own temporary state folder
+(Kafka on SASL_SSL with SCRAM-SHA-512, Cassandra with a password over TLS): the
+``STREAMCRAWL_*`` variables a client needs, credentials and CA included. It starts in the
+background at collection, beside the plain services. ``STREAMCRAWL_SECURE_SERVICES_ENV`` names
+the env file of secured services already running instead (never stopped by the session).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ SERVICE_FIXTURES = {
     },
 }
 START_TIMEOUT_S = 900  # a cold ~/.m2 plus two JVM starts on a busy 2-core machine
+SECURE_FIXTURES = {"secure_services"}
 
 
 def in_ci() -> bool:
@@ -173,19 +181,8 @@ class Services:
         for container in self.containers:
             with contextlib.suppress(Exception):
                 container.stop()
-        if self.state_dir is None:
-            return
-        result = subprocess.run(
-            ["bash", str(SERVICES_SH), "stop"],
-            env={**os.environ, "STREAMCRAWL_SERVICES_DIR": str(self.state_dir)},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode == 0 and not self.errors:
-            shutil.rmtree(self.state_dir, ignore_errors=True)
-        else:  # keep the logs of a failed start
-            self._say(f"services stopped; logs kept in {self.state_dir}\n{result.stderr.strip()}")
+        if self.state_dir is not None:
+            stop_services(self.config, self.state_dir, keep=bool(self.errors))
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -193,9 +190,94 @@ class Services:
         return ", ".join(f"{n} at {self.endpoints.get(n, '-')}" for n in sorted(names))
 
     def _say(self, message: str) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"[streamcrawl services] {message}")
+        _say(self.config, message)
+
+
+class SecureServices:
+    """The secured Kafka + Cassandra of the session: ``services.sh start --secure``, started in
+    the background (``launch``) and waited for by the first test that needs them."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.state_dir: Path | None = None
+        self.proc: subprocess.Popen[str] | None = None
+        self.started = 0.0
+        self.env: dict[str, str] | None = None
+        self.error: str | None = None
+
+    def launch(self) -> None:
+        if self.proc is not None or self.env is not None:
+            return
+        given = os.environ.get("STREAMCRAWL_SECURE_SERVICES_ENV")
+        if given:
+            self.env = read_env_file(Path(given))
+            return
+        self.state_dir = Path(tempfile.mkdtemp(prefix="streamcrawl-secure-services-"))
+        env = {
+            **os.environ,
+            "STREAMCRAWL_SERVICES_DIR": str(self.state_dir),
+            "PYTHON": sys.executable,
+        }
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            ["bash", str(SERVICES_SH), "start", "--secure"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait(self) -> dict[str, str]:
+        self.launch()
+        if self.env is None and self.error is None:
+            assert self.proc is not None and self.state_dir is not None
+            try:
+                _, stderr = self.proc.communicate(timeout=START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                _, stderr = self.proc.communicate()
+                stderr = f"took over {START_TIMEOUT_S}s\n{stderr}"
+            if self.proc.returncode == 0:
+                self.env = read_env_file(self.state_dir / "env")
+                elapsed = time.monotonic() - self.started
+                _say(self.config, f"secured services ready {elapsed:.0f}s after launch")
+            else:
+                self.error = f"scripts/services.sh start --secure failed:\n{stderr.strip()}"
+        if self.error is not None:
+            if in_ci():
+                pytest.fail(f"{self.error} (CI=true: a missing service is an error)", pytrace=False)
+            pytest.skip(self.error)
+        assert self.env is not None
+        return dict(self.env)
+
+    def close(self) -> None:
+        if self.state_dir is None:
+            return
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.communicate(timeout=START_TIMEOUT_S)
+        stop_services(self.config, self.state_dir, keep=self.error is not None)
+
+
+def stop_services(config: pytest.Config, state_dir: Path, *, keep: bool) -> None:
+    """``services.sh stop`` on ``state_dir``; the folder is removed unless ``keep`` (the logs of
+    a failed start) or the stop failed."""
+    result = subprocess.run(
+        ["bash", str(SERVICES_SH), "stop"],
+        env={**os.environ, "STREAMCRAWL_SERVICES_DIR": str(state_dir)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode == 0 and not keep:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    else:
+        _say(config, f"services stopped; logs kept in {state_dir}\n{result.stderr.strip()}")
+
+
+def _say(config: pytest.Config, message: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"[streamcrawl services] {message}")
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -227,6 +309,11 @@ def testcontainers_available() -> bool:
     return True
 
 
+def needs_secure(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return item.get_closest_marker("secure") is not None or bool(fixtures & SECURE_FIXTURES)
+
+
 def needed_services(item: pytest.Item) -> set[str]:
     fixtures = set(getattr(item, "fixturenames", ()))
     return {
@@ -239,6 +326,7 @@ def needed_services(item: pytest.Item) -> set[str]:
 # -- hooks -----------------------------------------------------------------------------------
 
 _services_key = pytest.StashKey[Services]()
+_secure_key = pytest.StashKey[SecureServices]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -248,10 +336,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "kafka: needs a real Kafka broker",
         "cassandra: needs a real Cassandra node",
         "integration: talks to real services or local HTTP servers",
+        "secure: needs the secured (SASL_SSL, TLS + password) Kafka and Cassandra",
     ):
         if line.split(":")[0] not in registered:
             config.addinivalue_line("markers", line)
     config.stash[_services_key] = Services(config)
+    config.stash[_secure_key] = SecureServices(config)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
@@ -261,6 +351,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for name in needed_services(item):
             if item.get_closest_marker(name) is None:
                 item.add_marker(name)
+        if needs_secure(item) and item.get_closest_marker("secure") is None:
+            item.add_marker("secure")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -269,8 +361,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     needed = set().union(*(needed_services(item) for item in session.items))
-    if needed:
+    if needed or any(needs_secure(item) for item in session.items):
         _install_sigterm_handler()
+    if any(needs_secure(item) for item in session.items):
+        # In the background: it starts beside the plain services, not after them.
+        session.config.stash[_secure_key].launch()
+    if needed:
         session.config.stash[_services_key].ensure(needed)
 
 
@@ -278,6 +374,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     services = config.stash.get(_services_key, None)
     if services is not None:
         services.close()
+    secure = config.stash.get(_secure_key, None)
+    if secure is not None:
+        secure.close()
 
 
 @pytest.hookimpl(trylast=True)
@@ -310,6 +409,13 @@ def _install_sigterm_handler() -> None:
 def kafka_bootstrap(pytestconfig: pytest.Config) -> str:
     """``host:port`` of a Kafka broker (PLAINTEXT), shared by the session."""
     return pytestconfig.stash[_services_key].endpoint("kafka")
+
+
+@pytest.fixture(scope="session")
+def secure_services(pytestconfig: pytest.Config) -> dict[str, str]:
+    """``STREAMCRAWL_*`` settings of the secured Kafka (SASL_SSL, SCRAM-SHA-512) and Cassandra
+    (password, TLS): endpoints, credentials and the CA file. Shared: do not modify it."""
+    return pytestconfig.stash[_secure_key].wait()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamcrawl.agents.errors import ConfigError
@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     cassandra_username: str | None = Field(None, description="Cassandra user name.")
     cassandra_password: SecretStr | None = Field(None, description="Cassandra password.")
     cassandra_local_dc: str | None = Field(None, description="Local data centre for routing.")
+    cassandra_ssl: bool = Field(
+        False, description="Connect to Cassandra over TLS (its client_encryption_options)."
+    )
+    cassandra_ssl_cafile: Path | None = Field(
+        None, description="CA bundle to verify the Cassandra nodes (default: the system CAs)."
+    )
     state_dir: Path = Field(Path("state"), description="Directory of RocksDB state.")
     table_memory_mb: int = Field(
         8,
@@ -95,6 +101,15 @@ class Settings(BaseSettings):
             raise ValueError("needs at least one host")
         return ",".join(hosts)
 
+    @model_validator(mode="after")
+    def _cafile_needs_tls(self) -> Settings:
+        if self.cassandra_ssl_cafile is not None and not self.cassandra_ssl:
+            raise ValueError(
+                "STREAMCRAWL_CASSANDRA_SSL_CAFILE is set but STREAMCRAWL_CASSANDRA_SSL is not "
+                "true: set it to connect over TLS, or drop the CA file"
+            )
+        return self
+
     def cassandra_contact_points(self) -> tuple[list[str], int]:
         """Hosts and the (single) port of ``cassandra_hosts``; the driver takes one port."""
         hosts, port = [], 9042
@@ -120,6 +135,8 @@ class Settings(BaseSettings):
             username=self.cassandra_username,
             password=password.get_secret_value() if password else None,
             local_dc=self.cassandra_local_dc,
+            ssl=self.cassandra_ssl,
+            ssl_cafile=str(self.cassandra_ssl_cafile) if self.cassandra_ssl_cafile else None,
             concurrency=self.sink_concurrency,
         )
 
@@ -141,7 +158,10 @@ def format_validation_error(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        name = f"{ENV_PREFIX}{loc.upper()}" if loc else "settings"
+        if not loc:  # a rule over several settings names them itself
+            lines.append(f"invalid settings: {err['msg'].removeprefix('Value error, ')}")
+            continue
+        name = f"{ENV_PREFIX}{loc.upper()}"
         lines.append(f"invalid setting {name} / --{loc.replace('_', '-')}: {err['msg']}")
     return "; ".join(lines)
 

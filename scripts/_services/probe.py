@@ -5,18 +5,28 @@ Usage:
     probe.py port-free PORT                  exit 0 if 127.0.0.1:PORT can be bound, else 1
     probe.py kafka HOST:PORT TIMEOUT         exit 0 once a Kafka admin call succeeds
     probe.py cassandra HOST:PORT TIMEOUT     exit 0 once `SELECT release_version` succeeds
+    probe.py cassandra-roles HOST:PORT TIMEOUT
+                                             as the default superuser (TLS): create the client
+                                             role, then change the superuser's password
 
-The port commands need only the standard library; the probes need confluent-kafka (or aiokafka)
-and cassandra-driver, i.e. the project's venv. Exit 2 means "cannot probe with this python".
+The probes connect as a client would, with the security settings of the environment (the
+``STREAMCRAWL_*`` names the application reads: SASL, CA files, Cassandra credentials).
+``cassandra-roles`` reads SERVICES_CLIENT_PASSWORD, SERVICES_SUPERUSER_PASSWORD and
+SERVICES_CAFILE. The port commands need only the standard library; the probes need
+confluent-kafka (or aiokafka) and cassandra-driver, i.e. the project's venv. Exit 2 means
+"cannot probe with this python".
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 NO_CLIENT = 2
 
@@ -65,10 +75,22 @@ def kafka_ready(bootstrap: str, timeout: float) -> int:
     quiet = logging.getLogger("probe.kafka")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet, **_librdkafka_security()})
     return _until_ready(
         f"kafka at {bootstrap}", lambda: bool(admin.list_topics(timeout=5).brokers), timeout
     )
+
+
+def _librdkafka_security() -> dict[str, str]:
+    env = os.environ
+    conf = {"security.protocol": env.get("STREAMCRAWL_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")}
+    if "STREAMCRAWL_KAFKA_SASL_MECHANISM" in env:
+        conf["sasl.mechanism"] = env["STREAMCRAWL_KAFKA_SASL_MECHANISM"]
+        conf["sasl.username"] = env.get("STREAMCRAWL_KAFKA_SASL_USERNAME", "")
+        conf["sasl.password"] = env.get("STREAMCRAWL_KAFKA_SASL_PASSWORD", "")
+    if "STREAMCRAWL_KAFKA_SSL_CAFILE" in env:
+        conf["ssl.ca.location"] = env["STREAMCRAWL_KAFKA_SSL_CAFILE"]
+    return conf
 
 
 def _kafka_ready_aiokafka(bootstrap: str, timeout: float) -> int:
@@ -81,7 +103,22 @@ def _kafka_ready_aiokafka(bootstrap: str, timeout: float) -> int:
         return NO_CLIENT
 
     async def probe() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+        env = os.environ
+        security: dict[str, object] = {}
+        protocol = env.get("STREAMCRAWL_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
+        if protocol != "PLAINTEXT":
+            security = {
+                "security_protocol": protocol,
+                "ssl_context": ssl.create_default_context(
+                    cafile=env.get("STREAMCRAWL_KAFKA_SSL_CAFILE")
+                ),
+                "sasl_mechanism": env.get("STREAMCRAWL_KAFKA_SASL_MECHANISM", "PLAIN"),
+                "sasl_plain_username": env.get("STREAMCRAWL_KAFKA_SASL_USERNAME"),
+                "sasl_plain_password": env.get("STREAMCRAWL_KAFKA_SASL_PASSWORD"),
+            }
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=bootstrap, request_timeout_ms=5000, **security
+        )
         await admin.start()
         try:
             await admin.list_topics()
@@ -95,24 +132,86 @@ def _kafka_ready_aiokafka(bootstrap: str, timeout: float) -> int:
     return _until_ready(f"kafka at {bootstrap}", attempt, timeout)
 
 
+def _cassandra_session(
+    endpoint: str, user: str | None, password: str | None, cafile: str | None
+) -> tuple[Any, Any]:
+    """A (cluster, session) for one node, with a password and TLS when given."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+
+    host, _, port = endpoint.rpartition(":")
+    cluster = Cluster(
+        [host],
+        port=int(port),
+        protocol_version=5,
+        connect_timeout=5,
+        control_connection_timeout=5,
+        auth_provider=PlainTextAuthProvider(user, password or "") if user else None,
+        ssl_context=ssl.create_default_context(cafile=cafile) if cafile else None,
+    )
+    try:
+        return cluster, cluster.connect()
+    except Exception:
+        cluster.shutdown()
+        raise
+
+
 def cassandra_ready(endpoint: str, timeout: float) -> int:
     try:
-        from cassandra.cluster import Cluster
+        import cassandra.cluster  # noqa: F401
     except ImportError:
         print(f"{sys.executable} has no cassandra-driver", file=sys.stderr)
         return NO_CLIENT
     logging.getLogger("cassandra").setLevel(logging.CRITICAL)
-    host, _, port = endpoint.rpartition(":")
+    env = os.environ
+    tls = env.get("STREAMCRAWL_CASSANDRA_SSL", "").lower() == "true"
 
     def attempt() -> bool:
-        cluster = Cluster([host], port=int(port), connect_timeout=5, control_connection_timeout=5)
+        cluster, session = _cassandra_session(
+            endpoint,
+            env.get("STREAMCRAWL_CASSANDRA_USERNAME"),
+            env.get("STREAMCRAWL_CASSANDRA_PASSWORD"),
+            env.get("STREAMCRAWL_CASSANDRA_SSL_CAFILE") if tls else None,
+        )
         try:
-            row = cluster.connect().execute("SELECT release_version FROM system.local").one()
-            return row is not None
+            return session.execute("SELECT release_version FROM system.local").one() is not None
         finally:
             cluster.shutdown()
 
     return _until_ready(f"cassandra at {endpoint}", attempt, timeout)
+
+
+def cassandra_roles(endpoint: str, timeout: float) -> int:
+    """Create the role ``streamcrawl`` as the default superuser, then rotate its password.
+
+    The superuser ``cassandra``/``cassandra`` exists once the node has set up its auth tables;
+    until then the login fails, hence the retries. ``CREATE`` on all keyspaces is enough for
+    the sink, ``admin create-schema`` and the tests: a role owns the keyspaces it creates.
+    """
+    try:
+        import cassandra.cluster  # noqa: F401
+    except ImportError:
+        print(f"{sys.executable} has no cassandra-driver", file=sys.stderr)
+        return NO_CLIENT
+    logging.getLogger("cassandra").setLevel(logging.CRITICAL)
+    client_password = os.environ["SERVICES_CLIENT_PASSWORD"]
+    superuser_password = os.environ["SERVICES_SUPERUSER_PASSWORD"]
+    cafile = os.environ["SERVICES_CAFILE"]
+
+    def attempt() -> bool:
+        cluster, session = _cassandra_session(endpoint, "cassandra", "cassandra", cafile)
+        try:
+            session.execute(
+                "CREATE ROLE IF NOT EXISTS streamcrawl WITH LOGIN = true AND PASSWORD = %s",
+                (client_password,),
+            )
+            session.execute("GRANT CREATE ON ALL KEYSPACES TO streamcrawl")
+            session.execute("ALTER ROLE cassandra WITH PASSWORD = %s", (superuser_password,))
+            return True
+        finally:
+            cluster.shutdown()
+
+    return _until_ready(f"cassandra roles at {endpoint}", attempt, timeout)
 
 
 def main(argv: list[str]) -> int:
@@ -126,6 +225,8 @@ def main(argv: list[str]) -> int:
             return kafka_ready(endpoint, float(timeout))
         case ["cassandra", endpoint, timeout]:
             return cassandra_ready(endpoint, float(timeout))
+        case ["cassandra-roles", endpoint, timeout]:
+            return cassandra_roles(endpoint, float(timeout))
     print(__doc__, file=sys.stderr)
     return 64
 

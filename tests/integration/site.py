@@ -94,10 +94,11 @@ class Cluster:
     _cassandra: Any = None
 
     @classmethod
-    def create(cls, tmp: Path, partitions: int) -> Cluster:
+    def create(cls, tmp: Path, partitions: int, services: dict[str, str] | None = None) -> Cluster:
+        """``services``: the settings of the services to use (default: ``service_env()``)."""
         tag = uuid.uuid4().hex[:10]
         env = {
-            **service_env(),
+            **(services if services is not None else service_env()),
             "STREAMCRAWL_TOPIC_PREFIX": f"topo-{tag}",
             "STREAMCRAWL_CASSANDRA_KEYSPACE": f"topo_{tag}",
             "STREAMCRAWL_PARTITIONS": str(partitions),

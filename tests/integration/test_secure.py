@@ -1,0 +1,189 @@
+"""Every client against the secured services: Kafka on SASL_SSL (SCRAM-SHA-512) and Cassandra
+with a password over TLS, started once per session by ``scripts/services.sh start --secure``
+(the ``secure_services`` fixture; never the shared plain services).
+
+A short crawl goes end to end through them: ``admin create-topics``/``create-schema``, a
+``streamcrawl worker`` (Faust/aiokafka, and its sink: cassandra-driver), ``seed``, ``pages`` and
+``status`` (confluent-kafka, cassandra-driver). Then each Cassandra command meets a wrong
+password, no password, no TLS and a certificate its CA does not sign: one line on stderr, no
+traceback, exit 1.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.site import STREAMCRAWL, Cluster, page_requests, serve_site
+
+pytestmark = [pytest.mark.integration, pytest.mark.secure]
+
+KAFKA_SECURITY = (
+    "STREAMCRAWL_KAFKA_SECURITY_PROTOCOL",
+    "STREAMCRAWL_KAFKA_SASL_MECHANISM",
+    "STREAMCRAWL_KAFKA_SASL_USERNAME",
+    "STREAMCRAWL_KAFKA_SASL_PASSWORD",
+    "STREAMCRAWL_KAFKA_SSL_CAFILE",
+)
+CASSANDRA_SECURITY = (
+    "STREAMCRAWL_CASSANDRA_USERNAME",
+    "STREAMCRAWL_CASSANDRA_PASSWORD",
+    "STREAMCRAWL_CASSANDRA_SSL",
+    "STREAMCRAWL_CASSANDRA_SSL_CAFILE",
+)
+
+ORIGINS, PAGES = 2, 6
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [STREAMCRAWL, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def without(env: dict[str, str], *names: str) -> dict[str, str]:
+    """``env`` minus ``names`` (an empty variable is not an unset one: ``Path("")`` is ".")."""
+    return {k: v for k, v in env.items() if k not in names}
+
+
+def unique(secure_services: dict[str, str], **extra: str) -> dict[str, str]:
+    """The secured services' settings with a topic prefix and keyspace of this test's own."""
+    tag = uuid.uuid4().hex[:10]
+    return {
+        **secure_services,
+        "STREAMCRAWL_TOPIC_PREFIX": f"sec-{tag}",
+        "STREAMCRAWL_CASSANDRA_KEYSPACE": f"sec_{tag}",
+        "STREAMCRAWL_PARTITIONS": "2",
+        **extra,
+    }
+
+
+@pytest.fixture(scope="session")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA that signed nothing the services present."""
+    folder = tmp_path_factory.mktemp("other-ca")
+    key, cert = str(folder / "ca.key"), str(folder / "ca.crt")
+    args = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    args += ["-subj", "/CN=not the services' CA", "-keyout", key, "-out", cert]
+    subprocess.run(
+        ["openssl", *args],
+        check=True,
+        capture_output=True,
+    )
+    return folder / "ca.crt"
+
+
+@pytest.fixture(scope="module")
+def setup_env(secure_services: dict[str, str]) -> dict[str, str]:
+    """Topics and keyspace made by the CLI through the secured services."""
+    env = unique(secure_services)
+    for action in ("create-topics", "create-schema"):
+        done = cli(env, "admin", action)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip(), f"admin {action} printed nothing"
+    return env
+
+
+def test_the_services_refuse_plaintext_clients(
+    setup_env: dict[str, str], secure_services: dict[str, str]
+) -> None:
+    """Nothing reaches them without TLS and credentials."""
+    plain = without(setup_env, *KAFKA_SECURITY)
+    assert cli(plain, "admin", "create-topics").returncode == 1
+    assert cli(without(setup_env, *CASSANDRA_SECURITY), "status").returncode == 1
+
+
+@pytest.fixture(scope="module")
+def crawled(
+    secure_services: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, object]]:
+    """One worker crawls 2 x 6 pages through the secured Kafka and into the secured Cassandra."""
+    tmp = tmp_path_factory.mktemp("secure-crawl")
+    cluster = Cluster.create(tmp, partitions=2, services=secure_services)
+    try:
+        with serve_site(ORIGINS, PAGES) as servers:
+            worker = cluster.start_worker("w1")
+            worker.wait_ready()
+            cluster.seed([s.url("/") for s in servers], "secure", "--delay", "0.05")
+            states = cluster.wait_states(ORIGINS * PAGES, timeout=120)
+            requests = sum(len(page_requests(s)) for s in servers)
+        yield {"cluster": cluster, "states": states, "requests": requests, "log": worker.log}
+    finally:
+        cluster.stop_all()
+
+
+def test_a_crawl_runs_end_to_end_through_the_secured_services(
+    crawled: dict[str, object],
+) -> None:
+    cluster = crawled["cluster"]
+    assert isinstance(cluster, Cluster)
+    assert collections.Counter(crawled["states"].values()) == {"fetched": ORIGINS * PAGES}  # type: ignore[attr-defined]
+    assert crawled["requests"] == ORIGINS * PAGES
+    pages = cli(cluster.env, "pages", "--from-beginning", "--crawl-id", "secure")
+    assert pages.returncode == 0, pages.stderr
+    urls = {json.loads(line)["url"] for line in pages.stdout.splitlines()}
+    assert urls == set(crawled["states"])  # type: ignore[call-overload]
+    status = cli(cluster.env, "status", "--crawl-id", "secure", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["states"]["fetched"] == ORIGINS * PAGES
+
+
+# --- refusals: one line, exit 1 ----------------------------------------------------------------
+
+CASSANDRA_COMMANDS = [["admin", "create-schema"], ["status"]]
+
+
+def assert_one_line_refusal(done: subprocess.CompletedProcess[str], *expected: str) -> None:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", CASSANDRA_COMMANDS, ids=" ".join)
+def test_a_wrong_cassandra_password_is_one_line(
+    setup_env: dict[str, str], command: list[str]
+) -> None:
+    done = cli({**setup_env, "STREAMCRAWL_CASSANDRA_PASSWORD": "not-the-password"}, *command)
+    assert_one_line_refusal(
+        done, "refused the credentials of user 'streamcrawl'", "STREAMCRAWL_CASSANDRA_PASSWORD"
+    )
+    assert "not-the-password" not in done.stderr
+
+
+@pytest.mark.parametrize("command", CASSANDRA_COMMANDS, ids=" ".join)
+def test_an_untrusted_cassandra_certificate_is_one_line(
+    setup_env: dict[str, str], other_ca: Path, command: list[str]
+) -> None:
+    done = cli({**setup_env, "STREAMCRAWL_CASSANDRA_SSL_CAFILE": str(other_ca)}, *command)
+    assert_one_line_refusal(done, "not trusted", "STREAMCRAWL_CASSANDRA_SSL_CAFILE")
+
+
+def test_cassandra_without_a_password_is_one_line(setup_env: dict[str, str]) -> None:
+    env = without(setup_env, "STREAMCRAWL_CASSANDRA_USERNAME", "STREAMCRAWL_CASSANDRA_PASSWORD")
+    assert_one_line_refusal(cli(env, "status"), "requires a password")
+
+
+def test_cassandra_without_tls_is_one_line(setup_env: dict[str, str]) -> None:
+    env = without(setup_env, "STREAMCRAWL_CASSANDRA_SSL", "STREAMCRAWL_CASSANDRA_SSL_CAFILE")
+    assert_one_line_refusal(cli(env, "status"), "does it require TLS?")
+
+
+def test_cassandra_with_the_system_cas_is_one_line(setup_env: dict[str, str]) -> None:
+    """TLS on, no CA file: the system's CAs do not know the services' CA."""
+    env = without(setup_env, "STREAMCRAWL_CASSANDRA_SSL_CAFILE")
+    assert_one_line_refusal(cli(env, "status"), "not trusted")
