@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from streamcrawl.topology.cli_options import add_policy_flags
+
 KAFKA_COMMANDS = ("worker", "seed", "pages", "status", "pause", "resume", "stop", "admin")
 
 
@@ -27,9 +29,8 @@ def _cassandra_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cassandra-keyspace", help="keyspace (env STREAMCRAWL_CASSANDRA_KEYSPACE)")
 
 
-def add_kafka_commands(
-    sub: Any, add_policy_flags: Callable[[argparse.ArgumentParser], None]
-) -> None:
+def add_kafka_commands(sub: Any) -> None:
+    """Add the Kafka wiring's sub-commands to ``sub`` (the CLI's sub-parsers)."""
     worker = sub.add_parser("worker", help="run a Faust worker (Kafka wiring)")
     _service_flags(worker)
     _cassandra_flags(worker)

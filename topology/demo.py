@@ -20,6 +20,8 @@ from pathlib import Path
 from aiohttp import web
 
 from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.cli_options import EXIT_INTERRUPTED
+from streamcrawl.topology.crawl_command import run_embedded
 
 PAGES_PER_ORIGIN = 30
 
@@ -119,8 +121,6 @@ def serve_demo_site() -> Iterator[list[str]]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from streamcrawl.topology.cli import EXIT_INTERRUPTED, run_embedded
-
     out = args.out or Path(tempfile.mkdtemp(prefix="streamcrawl-demo-"))
     with serve_demo_site() as origins:
         print(f"demo site: {', '.join(origins)} (robots.txt disallows /private/)", file=sys.stderr)

@@ -24,6 +24,7 @@ from streamcrawl.agents.errors import CrawlError
 from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import CrawlRunState, TerminalState
 from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.topology.cli_options import policy_from_args
 from streamcrawl.topology.settings import Settings, load_settings
 
 
@@ -277,7 +278,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
     from streamcrawl.agents.rules import CrawlRules
     from streamcrawl.schemas.codec import encode
     from streamcrawl.schemas.records import FrontierBatch, UrlRef
-    from streamcrawl.topology.cli import policy_from_args
 
     settings = _settings(args)
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]

@@ -229,7 +229,7 @@ def test_cli_flags_take_exactly_the_record_bounds(
 
 def test_cli_refuses_a_spec_over_a_list_bound_in_one_line() -> None:
     from streamcrawl.agents.errors import ConfigError
-    from streamcrawl.topology.cli import policy_from_args
+    from streamcrawl.topology.cli_options import policy_from_args
 
     args = parse(*[a for i in range(MAX_PATTERNS + 1) for a in ("--include", f"x{i}")])
     with pytest.raises(ConfigError, match="field include"):
