@@ -7,11 +7,13 @@ document order and are dispatched by tag.
 Link choices:
 
 - ``a[href]`` and ``area[href]``; ``nofollow`` when their ``rel`` has the ``nofollow`` token.
+- ``iframe[src]`` and ``frame[src]``: the documents a browser loads into the page.
   ``ugc`` and ``sponsored`` are hints for search engines about ranking, not crawl directives, so
   they do not count as nofollow.
 - ``link[href]`` only for ``rel`` next, prev/previous, and alternate without a non-HTML ``type``
   (language variants, not RSS feeds); never stylesheet, icon, preload and the like, which are
-  not pages. ``rel=canonical`` goes to ``canonical``, not to ``links``.
+  not pages. ``rel=canonical`` goes to ``canonical``, not to ``links``. ``rel=alternate`` with
+  an RSS or Atom ``type`` goes to ``feeds``, not to ``links``.
 - the URL of ``<meta http-equiv=refresh>``.
 - empty hrefs and bare ``#fragment`` hrefs (this same page) are dropped; other hrefs are kept
   raw (stripped): resolving them against ``base`` and filtering schemes is the canonicalizer's.
@@ -36,10 +38,13 @@ MAX_TITLE_CHARS: Final = 2048
 # Without DOM mutation events lexbor parses about twice as fast; the events only implement
 # behaviours such as <selectedcontent> mirroring an <option>, which link extraction never sees.
 _OPTIONS: Final = int(LexborDocumentOptions.WO_EVENTS)
-_SELECTOR: Final = "title, base[href], a[href], area[href], link[href], meta"
+_SELECTOR: Final = (
+    "title, base[href], a[href], area[href], link[href], meta, iframe[src], frame[src]"
+)
 _FOLLOWED_LINK_RELS: Final = frozenset({"next", "prev", "previous", "alternate"})
 _NOT_PAGE_RELS: Final = frozenset({"stylesheet", "icon", "preload", "prefetch", "modulepreload"})
 _HTML_TYPES: Final = frozenset({"", "text/html", "application/xhtml+xml"})
+FEED_TYPES: Final = frozenset({"application/rss+xml", "application/atom+xml"})
 # HTML Standard "shared declarative refresh steps": "5; url='x'", "0;URL=x", "3, x", "x" alone.
 _REFRESH: Final = re.compile(
     r"""\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?(?P<q>["']?)(?P<url>.*)""", re.IGNORECASE | re.DOTALL
@@ -84,6 +89,7 @@ class ParsedPage(NamedTuple):
     canonical: str | None  # raw href of the first <link rel=canonical>
     meta_robots: frozenset[str]  # from <meta name=robots> and <meta name=PRODUCT_TOKEN>
     meta_refresh: str | None  # raw URL of the first <meta http-equiv=refresh> that has one
+    feeds: tuple[str, ...] = ()  # raw hrefs of <link rel=alternate type=RSS/Atom>, first-seen order
 
 
 def _rel(attrs: dict[str, str | None]) -> set[str]:
@@ -121,6 +127,7 @@ class _Collector:
         self.refresh: str | None = None
         self.robots: set[str] = set()
         self.links: dict[str, bool] = {}  # href -> nofollow; dicts keep insertion order
+        self.feeds: dict[str, None] = {}
 
     def add_link(self, href: str | None, nofollow: bool) -> None:
         if not href:
@@ -141,6 +148,8 @@ class _Collector:
             self._link(attrs)
         elif tag == "meta":
             self._meta(attrs)
+        elif tag == "iframe" or tag == "frame":
+            self.add_link(attrs.get("src"), False)
         elif tag == "title":
             if self.title is None:
                 text = _SPACES.sub(" ", node.text(deep=True)).strip()[:MAX_TITLE_CHARS]
@@ -156,6 +165,10 @@ class _Collector:
             media = (attrs.get("type") or "").split(";")[0].strip().lower()
             if "alternate" not in rel or media in _HTML_TYPES:
                 self.add_link(attrs.get("href"), "nofollow" in rel)
+            elif media in FEED_TYPES and "alternate" in rel and "nofollow" not in rel:
+                href = (attrs.get("href") or "").strip()
+                if href:
+                    self.feeds[href] = None
 
     def _meta(self, attrs: dict[str, str | None]) -> None:
         content = attrs.get("content") or ""
@@ -174,6 +187,7 @@ class _Collector:
             canonical=self.canonical,
             meta_robots=frozenset(self.robots),
             meta_refresh=self.refresh,
+            feeds=tuple(self.feeds),
         )
 
 

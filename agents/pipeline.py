@@ -20,6 +20,7 @@ import aiohttp
 
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.fetch import FetchResult, SentAt, fetch
+from streamcrawl.agents.link_header import page_rels
 from streamcrawl.agents.parse import parse_html
 from streamcrawl.agents.robots import fetch_robots, robots_url, x_robots_tag
 from streamcrawl.agents.rules import CrawlRules
@@ -217,22 +218,27 @@ class Stages:
         directives: frozenset[str] = frozenset()
         if policy.honor_x_robots_tag:
             directives = x_robots_tag(result.headers, policy.user_agent)
-        title = canonical = None
+        title = None
         links: list[str] = []
+        header = page_rels(result.headers, result.final_url)
+        canonical, base = header.canonical, result.final_url
         if result.text is not None:
             parsed = parse_html(result.text, result.final_url, product_token=rules.token)
-            title, canonical = parsed.title, parsed.canonical
+            title, base = parsed.title, parsed.base
+            canonical = parsed.canonical or canonical
             directives = directives | parsed.meta_robots
-            follow_all = not (policy.honor_nofollow and "nofollow" in directives)
-            if follow_all:
-                links = [
-                    link.href
-                    for link in parsed.links
-                    if not (link.nofollow and policy.honor_nofollow)
-                ]
-            base = parsed.base
+            links = [
+                link.href for link in parsed.links if not (link.nofollow and policy.honor_nofollow)
+            ]
+        if not (policy.honor_nofollow and "nofollow" in directives):
+            links.extend(header.follow)
         else:
-            base = result.final_url
+            links = []
+        # Recorded resolved and canonicalized (http(s) only): the page's own choice of crawl key.
+        canon = rules.canonicalizer.try_canonicalize(canonical, base) if canonical else None
+        canonical = canon.url if canon is not None else None
+        if policy.follow_canonical and canonical is not None and canonical != final_url:
+            links = [canonical]  # the canonical page is crawled instead of this one's links
         noindex = policy.honor_noindex and "noindex" in directives
         batches = self._group(entry.crawl_id, rules, links, base, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)

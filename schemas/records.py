@@ -104,6 +104,8 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     honor_nofollow: bool = True
     honor_noindex: bool = True
     honor_x_robots_tag: bool = True
+    # Discovery: follow a page's rel=canonical (<link> or Link header) instead of its own links.
+    follow_canonical: bool = False
     # Fetching.
     max_body: Annotated[int, Meta(ge=1, le=1 << 30)] = 10 * 1024 * 1024
     timeout: Timeout = 30.0

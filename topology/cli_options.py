@@ -181,6 +181,11 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--store-bodies", action="store_true", help="keep decoded HTML bodies in the page records"
     )
+    p.add_argument(
+        "--follow-canonical",
+        action="store_true",
+        help="a page whose rel=canonical names another URL: crawl that URL, not the page's links",
+    )
 
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
@@ -216,6 +221,7 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         sort_query=not args.keep_query_order,
         fold_trailing_slash=args.fold_trailing_slash,
         store_bodies=args.store_bodies,
+        follow_canonical=args.follow_canonical,
     )
     try:
         return check(policy)

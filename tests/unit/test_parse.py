@@ -57,7 +57,10 @@ def test_full_page() -> None:
         ("<link rel=alternate type='text/html' href=/alt>", ["/alt"]),
         ("<link rel='alternate stylesheet' href=/alt.css>", []),
         ("<link rel=preload href=/font.woff2><link rel=manifest href=/m.json>", []),
-        ("<img src=/i.png><script src=/s.js></script><iframe src=/f>", []),
+        ("<img src=/i.png><script src=/s.js></script><embed src=/e>", []),
+        ("<iframe src=/f></iframe><iframe srcdoc='x'></iframe>", ["/f"]),
+        ("<frameset><frame src=/left><frame src=/right></frameset>", ["/left", "/right"]),
+        ("<map><area href=/ar></map>", ["/ar"]),
     ],
 )
 def test_which_links(html: str, expected: list[str] | None) -> None:
@@ -228,3 +231,17 @@ def test_any_tag_soup_never_raises(nodes: list[tuple[str, list[tuple[str, str]]]
     )
     page = parse_html(html, URL)
     assert len({link.href for link in page.links}) == len(page.links)
+
+
+def test_feeds_are_collected_apart_from_links() -> None:
+    page = parse_html(
+        """<link rel=alternate type='application/rss+xml' href=' /rss.xml '>
+        <link rel=alternate type='application/atom+xml; charset=utf-8' href=/atom>
+        <link rel=alternate type='application/rss+xml' href=/rss.xml>
+        <link rel='alternate nofollow' type='application/rss+xml' href=/private.xml>
+        <link rel=alternate type='application/json' href=/feed.json>
+        <a href=/a>""",
+        URL,
+    )
+    assert page.feeds == ("/rss.xml", "/atom")
+    assert [link.href for link in page.links] == ["/a"]
