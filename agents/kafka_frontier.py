@@ -8,7 +8,9 @@ same partition count, so an origin's batches and outcomes meet in one partition,
 3. compute the changes with the pure ``Frontier.admit``/``apply`` over a ``Changes`` overlay;
 4. send what the event produces (terminal statuses to ``status``, misrouted URLs back to
    ``frontier``, this partition's admitted count for the page budget) without waiting, and
-   commit the overlay to the tables. Faust flushes the producer before it commits an offset, so
+   commit the overlay to the tables (a message found on a partition that does not own its
+   origin changes nothing here: its re-keyed copy is sent and awaited, then it is skipped).
+   Faust flushes the producer before it commits an offset, so
    the sends are acked before the event's offset is committed; a crash before that replays the
    event, and the replay finds its own state changes and repeats the same sends
    (``Frontier.admit``'s ``source``, ``Frontier.apply`` on a replayed outcome); the sink writes

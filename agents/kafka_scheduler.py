@@ -4,9 +4,13 @@ It keeps ``agents.scheduler.Scheduler`` (the in-memory politeness index) over th
 the partitions this worker owns, runs ready dispatches through ``agents.pipeline.Stages`` and
 publishes each report: the page to ``pages``, ONE batch per other target origin to ``frontier``,
 and only then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by
-origin. The frontier agent (same process, the single writer) applies the outcome and calls
-``applied`` back, which frees the slot; until then the URL stays at its queue head, so a crash
-refetches it (at-least-once).
+origin. A page fetched without a backoff or a retry frees its origin's concurrency slot as
+soon as its request ended (``Scheduler.fetched``: the delay still counts from the request's
+start), so the Kafka round trip is not added to every request of the origin; robots.txt,
+retries and backoffs keep the slot until the frontier agent (same process, the single writer)
+has applied the outcome and calls ``applied`` back with the new origin state. Until then the
+URL stays at its queue head (skipped by the scheduler), so a crash refetches it
+(at-least-once); a report that could not be published frees the slot with the URL still queued.
 
 Ownership follows the consumer group: ``rebuild`` after table recovery for the partitions newly
 owned (each origin waits one delay first: the previous owner may just have fetched it), and

@@ -44,7 +44,8 @@ class Metrics:
         )
         self.politeness_wait = Histogram(
             "streamcrawl_scheduler_politeness_wait_seconds",
-            "How late a dispatch started after its origin became ready (scheduler lag).",
+            "Seconds between two consecutive request starts (robots.txt or page) on one "
+            "origin in this worker; politeness keeps it at or above the origin's delay.",
             buckets=_WAIT,
             registry=r,
         )
@@ -88,7 +89,7 @@ class Metrics:
             "streamcrawl_frontier_retries", "Fetch retries scheduled.", registry=r
         )
         self.bad_messages = Counter(
-            "streamcrawl_bad_messages",
+            "streamcrawl_kafka_bad_messages",
             "Undecodable messages skipped, by topic.",
             ["topic"],
             registry=r,
@@ -130,7 +131,7 @@ class Metrics:
             registry=r,
         )
         self.consumer_lag = Gauge(
-            "streamcrawl_consumer_lag",
+            "streamcrawl_kafka_consumer_lag",
             "Messages not yet consumed, by topic and partition.",
             ["topic", "partition"],
             registry=r,
@@ -143,7 +144,7 @@ class Metrics:
         )
 
         self.stage_failures = Counter(
-            "streamcrawl_stage_failures",
+            "streamcrawl_pipeline_stage_failures",
             "Dispatches whose stage raised (retried as an internal error), by kind.",
             ["kind"],
             registry=r,

@@ -57,7 +57,7 @@ class Report:
     page: Page | None = None
     batches: list[FrontierBatch] = field(default_factory=list)
     # The stage raised (a bug, or input no stage expected): the outcome is an ``internal``
-    # retry; the wirings count it (``streamcrawl_stage_failures``).
+    # retry; the wirings count it (``streamcrawl_pipeline_stage_failures``).
     failed: bool = False
 
 

@@ -1,6 +1,6 @@
 """Kafka administration for the Kafka wiring: the topics, and the compacted ``control`` topic.
 
-Topics (ARCHITECTURE §2), all with ``settings.partitions`` partitions:
+Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partitions`` partitions:
 
 =====================  =========================================================================
 ``<prefix>.frontier``  FrontierBatch, keyed by origin

@@ -1,7 +1,7 @@
 """The Faust app of the Kafka wiring: topics, tables, agents, services and web endpoints.
 
-Wiring only (ARCHITECTURE §3); the crawl logic is in the pure stages. One ``create_app`` call
-per worker (no module-level app):
+Wiring only (docs/architecture.md, "The Kafka topology"); the crawl logic is in the pure
+stages. One ``create_app`` call per worker (no module-level app):
 
 - ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
 - ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
@@ -11,7 +11,8 @@ per worker (no module-level app):
 - ``GET /metrics`` (Prometheus), ``/healthz`` (the loop runs), ``/readyz`` (partitions assigned,
   tables recovered, specs read).
 
-Exactly-once and the ``confluent://`` transport are deliberately not used (ARCHITECTURE §3).
+Exactly-once and the ``confluent://`` transport are deliberately not used (docs/architecture.md
+says why).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ services are and how big the worker is.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -150,11 +151,16 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**given)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        raise ConfigError(format_validation_error(exc, flags=set(given))) from None
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """One readable line per problem: ``STREAMCRAWL_PARTITIONS: Input should be ... (got 'x')``."""
+def format_validation_error(exc: ValidationError, flags: Collection[str] = ()) -> str:
+    """One readable line per problem, naming where the bad value came from: the flag when it
+    was given as one (``flags``: the fields given as flags), else the environment variable
+    (most settings have no flag).
+
+    ``invalid setting --partitions (STREAMCRAWL_PARTITIONS): Input should be ...``
+    """
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
@@ -162,7 +168,9 @@ def format_validation_error(exc: ValidationError) -> str:
             lines.append(f"invalid settings: {err['msg'].removeprefix('Value error, ')}")
             continue
         name = f"{ENV_PREFIX}{loc.upper()}"
-        lines.append(f"invalid setting {name} / --{loc.replace('_', '-')}: {err['msg']}")
+        if loc in flags:
+            name = f"--{loc.replace('_', '-')} ({name})"
+        lines.append(f"invalid setting {name}: {err['msg']}")
     return "; ".join(lines)
 
 

@@ -140,7 +140,7 @@ def test_foreign_consumer_reads_pages_with_the_schema_file_only(
     for page in pages_topic:
         key, partition, value = by_url[page.url]
         assert key == page.origin.encode("utf-8")
-        assert partition == murmur2_partition(key, PARTITIONS), "not murmur2: see §2"
+        assert partition == murmur2_partition(key, PARTITIONS), "not murmur2 (docs/architecture.md)"
         assert value["v"] == 1 and value["crawl_id"] == page.crawl_id
         assert value["title"] == page.title and value["body"] == page.body
         assert value["headers"] == page.headers and value["fetched_at"] == page.fetched_at

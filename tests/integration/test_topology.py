@@ -113,8 +113,9 @@ def test_bad_messages_are_logged_counted_and_skipped(tmp_path: Path) -> None:
             assert collections.Counter(states.values()) == {"fetched": 10}
             assert len(page_requests(servers[0])) == 10
             for short in ("frontier", "outcomes", "pages", "status"):
-                assert worker.metric("streamcrawl_bad_messages_total", topic=short) == 3, short
-            assert worker.metric("streamcrawl_bad_messages_total", topic="control") == 1
+                bad = worker.metric("streamcrawl_kafka_bad_messages_total", topic=short)
+                assert bad == 3, short
+            assert worker.metric("streamcrawl_kafka_bad_messages_total", topic="control") == 1
             assert worker.proc.poll() is None  # no crash loop
             assert "skipping bad frontier message at" in worker.log.read_text()
     finally:
