@@ -38,6 +38,8 @@ class ErrorClass(enum.StrEnum):
     REDIRECT_LOOP = "redirect_loop"
     TOO_MANY_REDIRECTS = "too_many_redirects"
     BAD_ENCODING = "bad_encoding"
+    # The SSRF guard (agents/netguard.py) refused the host's addresses; nothing was sent.
+    BLOCKED = "blocked"
 
 
 class FetchError(CrawlError):

@@ -4,6 +4,8 @@
 
 - It returns a ``FetchResult`` for 2xx and for 3xx it does not follow, and when it stops early
   (``stopped``: ``"too_large"``, ``"skipped_content_type"``, or the state ``hop_check`` returned).
+- It raises ``AddressBlocked`` when the SSRF guard of the session (``make_session``) refuses
+  every address of the host, before any connection is opened.
 - It raises ``FetchRetryable`` for timeouts, resets, refused connections, DNS failures, 408, 429
   and 5xx (with ``retry_after`` from Retry-After), and ``FetchPermanent`` for other 4xx, redirect
   loops, too many redirects, bad redirect targets and undecodable content encodings.
@@ -29,6 +31,7 @@ import msgspec
 
 from streamcrawl.agents.charset import BodyTooLarge, Decoder, decode_html
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
+from streamcrawl.agents.netguard import AddressGuard, GuardedConnector, blocked_error
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
@@ -111,14 +114,25 @@ def request_headers(policy: CrawlPolicy) -> dict[str, str]:
     return {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
 
 
-def make_session(policy: CrawlPolicy, *, limit: int = 100) -> aiohttp.ClientSession:
-    """One pooled session for a worker: no cookies, no proxy env, no automatic decompression.
+def make_session(
+    policy: CrawlPolicy,
+    *,
+    guard: AddressGuard,
+    limit: int = 100,
+    resolver: aiohttp.abc.AbstractResolver | None = None,
+) -> aiohttp.ClientSession:
+    """One pooled session for a worker: no cookies, no proxy env, no automatic decompression,
+    and every connection checked by ``guard`` (the SSRF guard, ``agents/netguard.py``).
+
+    ``resolver`` replaces aiohttp's DNS resolver (tests answer internal addresses with one).
 
     Call it inside a running event loop; close it with ``await session.close()``.
     ``enable_cleanup_closed`` is not set: aiohttp 3.14 ignores it (with a warning) on every Python
     except 3.13.0, whose SSL transport leak it works around.
     """
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+    connector = GuardedConnector(
+        guard, limit=limit, limit_per_host=0, ttl_dns_cache=300, resolver=resolver
+    )
     trace = aiohttp.TraceConfig()
     trace.on_request_headers_sent.append(_mark_sent)
     return aiohttp.ClientSession(
@@ -271,6 +285,9 @@ async def fetch(
     except _HopCheckFailed as exc:
         raise exc.error from None
     except Exception as exc:
+        blocked = blocked_error(exc)
+        if blocked is not None:
+            raise blocked from exc
         error_class = _error_class(exc)
         log.debug("fetch %s failed: %s (%r)", url, error_class, exc)
         raise FetchRetryable(

@@ -37,6 +37,7 @@ from streamcrawl.agents.kafka_frontier import MARKER, Publisher
 from streamcrawl.agents.kafka_messages import report_messages
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.netguard import AddressGuard
 from streamcrawl.agents.pipeline import Report, Stages, wait_first
 from streamcrawl.agents.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.state import ORIGINS
@@ -71,9 +72,11 @@ class FetchService(Service):
         max_unapplied: int | None = None,
         page_bytes: int = 16 * 1024 * 1024,
         halted: Callable[[], bool] = lambda: False,
+        guard: AddressGuard | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.guard = guard if guard is not None else AddressGuard()  # public addresses only
         self.store = store
         self.view = view
         self.publish = publish
@@ -220,7 +223,9 @@ class FetchService(Service):
 
     # -- the loop -------------------------------------------------------------------------------
     async def on_start(self) -> None:
-        session = make_session(CrawlPolicy(crawl_id="worker"), limit=self.concurrency)
+        session = make_session(
+            CrawlPolicy(crawl_id="worker"), guard=self.guard, limit=self.concurrency
+        )
         self._stages = Stages(session, self._seen)
         self.add_future(self._dispatch_loop())
 

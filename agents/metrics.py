@@ -15,6 +15,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from streamcrawl.agents.robots import ROBOTS_BLOCKED
 from streamcrawl.schemas.records import Outcome, Page
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -70,6 +71,11 @@ class Metrics:
         )
         self.robots_denied = Counter(
             "streamcrawl_robots_denials", "URLs denied by robots.txt.", registry=r
+        )
+        self.blocked = Counter(
+            "streamcrawl_fetch_blocked",
+            "Fetches the SSRF guard refused (the host's addresses are not public or allowed).",
+            registry=r,
         )
         self.duplicates = Counter(
             "streamcrawl_frontier_duplicates",
@@ -167,6 +173,8 @@ class Metrics:
         self.outcomes.labels(outcome.kind, outcome.state).inc()
         if outcome.state == "robots_denied":
             self.robots_denied.inc()
+        elif outcome.state == "blocked" or outcome.robots_status == ROBOTS_BLOCKED:
+            self.blocked.inc()
         if outcome.started_at > 0 and outcome.finished_at >= outcome.started_at:
             self.fetch_latency.observe(outcome.finished_at - outcome.started_at)
         if page is not None:

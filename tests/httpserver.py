@@ -34,6 +34,11 @@ from typing import Any
 import brotli
 from aiohttp import web
 
+from streamcrawl.agents.netguard import AddressGuard, parse_networks
+
+# The SSRF guard of sessions that fetch from these servers (they listen on 127.0.0.1).
+LOOPBACK_GUARD = AddressGuard(parse_networks(["127.0.0.0/8"]))
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Marker header: the prepare hook removes it and the Content-Type aiohttp adds by default, so a

@@ -24,6 +24,7 @@ from streamcrawl.agents.pipeline import Stages
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Page, UrlRef, UrlStatus
+from tests.httpserver import LOOPBACK_GUARD
 
 MESSAGE_LIMIT = 1024 * 1024  # Kafka's default max.message.bytes (the topics but pages)
 PAGE_LIMIT = 16 * 1024 * 1024  # the pages topic's (Settings.max_message_bytes)
@@ -121,7 +122,9 @@ class AgentsCrawl:
         """Seed, crawl until nothing is queued or in flight for ``SETTLE`` s (or ``timeout``)."""
         svc = self.service
         svc.owned = set(range(self.partitions))
-        svc._stages = Stages(make_session(self.policy, limit=self.concurrency), svc._seen)
+        svc._stages = Stages(
+            make_session(self.policy, guard=LOOPBACK_GUARD, limit=self.concurrency), svc._seen
+        )
         seeds: dict[str, list[UrlRef]] = {}
         for seed in self.policy.seeds:
             canon = self.rules.canonicalizer.canonicalize(seed)

@@ -260,6 +260,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         state_dir=getattr(args, "state_dir", None),
         web_port=getattr(args, "web_port", None),
         concurrency=getattr(args, "concurrency", None),
+        allow_networks=",".join(getattr(args, "allow_network", [])) or None,
     )
     worker = make_worker(create_app(settings), settings.log_level)
     worker.execute_from_commandline()

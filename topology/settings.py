@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.netguard import AddressGuard, parse_networks
 from streamcrawl.agents.sink_config import CassandraConfig
 
 ENV_PREFIX = "STREAMCRAWL_"
@@ -76,6 +77,12 @@ class Settings(BaseSettings):
         description="RocksDB memory per table partition a worker holds (memtables + block "
         "cache), MiB; a worker holds 3 tables x its partitions.",
     )
+    allow_networks: str = Field(
+        "",
+        description="CIDRs the SSRF guard lets fetches connect to although they are not "
+        "public addresses (loopback, private, link-local...), comma-separated; "
+        "empty: public addresses only.",
+    )
     web_host: str = Field("0.0.0.0", description="Bind address of the worker's web port.")
     web_port: int = Field(6066, ge=1, le=65535, description="Worker web port: health, /metrics.")
     concurrency: int = Field(
@@ -110,6 +117,18 @@ class Settings(BaseSettings):
                 "true: set it to connect over TLS, or drop the CA file"
             )
         return self
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _cidrs(cls, value: str) -> str:
+        try:
+            return ",".join(str(net) for net in parse_networks([value]))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    def address_guard(self) -> AddressGuard:
+        """The SSRF guard of this worker's fetches (``allow_networks`` allowed)."""
+        return AddressGuard(parse_networks([self.allow_networks]))
 
     def cassandra_contact_points(self) -> tuple[list[str], int]:
         """Hosts and the (single) port of ``cassandra_hosts``; the driver takes one port."""

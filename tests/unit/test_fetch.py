@@ -24,6 +24,7 @@ from streamcrawl.agents.fetch import (
 )
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import (
+    LOOPBACK_GUARD,
     RecordingServer,
     Reply,
     bomb,
@@ -51,7 +52,7 @@ def follow(_: str) -> str | None:
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    s = make_session(POLICY)
+    s = make_session(POLICY, guard=LOOPBACK_GUARD)
     yield s
     await s.close()
 
@@ -380,7 +381,7 @@ def test_join_headers() -> None:
 async def test_sent_at_is_when_the_request_left() -> None:
     policy = CrawlPolicy(crawl_id="t")
     async with RecordingServer({"/": html("<title>x</title>")}) as srv:
-        session = make_session(policy)
+        session = make_session(policy, guard=LOOPBACK_GUARD)
         try:
             before = time.time()
             result = await fetch(session, srv.url("/"), policy, hop_check=lambda _t: None)
