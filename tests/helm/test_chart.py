@@ -206,6 +206,19 @@ def test_rendered_settings_are_valid(
         Settings()
 
 
+def test_allow_networks_reach_the_workers_guard(helm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = template(helm, "--set", "worker.allowNetworks={10.1.0.0/16,fd00::/8}")
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]
+    assert data["STREAMCRAWL_ALLOW_NETWORKS"] == "10.1.0.0/16,fd00::/8"
+    monkeypatch.setenv("STREAMCRAWL_ALLOW_NETWORKS", data["STREAMCRAWL_ALLOW_NETWORKS"])
+    guard = Settings().address_guard()
+    assert guard.allows("10.1.2.3") and guard.allows("fd00::1") and not guard.allows("10.2.0.1")
+    default = one(list(_render(helm, "default")), "ConfigMap")["data"]
+    assert default["STREAMCRAWL_ALLOW_NETWORKS"] == ""  # public addresses only
+
+
 def secret_env_names() -> set[str]:
     return {
         "STREAMCRAWL_" + name.upper()
