@@ -2,8 +2,8 @@
 
 Pages are produced the way the workers produce them (``streamcrawl.schemas.codec`` + the project's
 producer config); the consumer half uses nothing but confluent-kafka, ``json``, ``jsonschema`` and
-``schemas/json/pages.v1.schema.json``. Then the ``pages`` and ``status`` commands run as
-subprocesses against the same services.
+the pages schema file that ``schemas/json/index.json`` names. Then the ``pages`` and ``status``
+commands run as subprocesses against the same services.
 """
 
 from __future__ import annotations
@@ -23,12 +23,16 @@ from confluent_kafka import Consumer, Producer
 from streamcrawl.agents.sink_cassandra import CassandraSink
 from streamcrawl.agents.sink_cassandra_driver import create_schema
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import Page, TerminalState, UrlStatus
+from streamcrawl.schemas.records import SCHEMA_VERSION, Page, TerminalState, UrlStatus
 from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES_SCHEMA = ROOT / "schemas" / "json" / "pages.v1.schema.json"
+SCHEMAS = ROOT / "schemas" / "json"
+# As a consumer in another language would: the index names the topic's current schema file.
+PAGES_SCHEMA = (
+    SCHEMAS / json.loads((SCHEMAS / "index.json").read_text("utf-8"))["topics"]["pages"]["schema"]
+)
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
 PARTITIONS = 3
 ORIGINS = ("https://example.org", "http://b.example:8080", "https://xn--bcher-kva.example")
@@ -141,7 +145,7 @@ def test_foreign_consumer_reads_pages_with_the_schema_file_only(
         key, partition, value = by_url[page.url]
         assert key == page.origin.encode("utf-8")
         assert partition == murmur2_partition(key, PARTITIONS), "not murmur2 (docs/architecture.md)"
-        assert value["v"] == 1 and value["crawl_id"] == page.crawl_id
+        assert value["v"] == SCHEMA_VERSION and value["crawl_id"] == page.crawl_id
         assert value["title"] == page.title and value["body"] == page.body
         assert value["headers"] == page.headers and value["fetched_at"] == page.fetched_at
 
