@@ -25,7 +25,10 @@ from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import CrawlRunState, TerminalState
 from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.cli_options import policy_from_args
+from streamcrawl.topology.kafka_errors import ConnectionErrors, check_worker_connection
 from streamcrawl.topology.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
@@ -147,19 +150,24 @@ def cmd_pages(args: argparse.Namespace) -> int:
     throwaway consumer group and never commits, so it cannot disturb the workers.
     """
     settings = _settings(args)
-    conf = kafka_clients.librdkafka_config(settings) | {
-        "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-    }
+    errors = ConnectionErrors()
+    conf = (
+        kafka_clients.librdkafka_config(settings)
+        | errors.config()
+        | {
+            "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        }
+    )
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer
 
     consumer = Consumer(conf)
     try:
         name = admin.topic_name(settings, "pages")
         start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-        partitions = admin.assign_all(consumer, settings, name, start)
+        partitions = admin.assign_all(consumer, settings, errors, name, start)
         for msg in admin.consume_to_end(consumer, partitions, follow=args.follow):
             line = _page_line(msg.value(), args.crawl_id, msg.offset())
             if line is not None:
@@ -262,9 +270,31 @@ def cmd_worker(args: argparse.Namespace) -> int:
         concurrency=getattr(args, "concurrency", None),
         allow_networks=",".join(getattr(args, "allow_network", [])) or None,
     )
+    _check_services(settings)
     worker = make_worker(create_app(settings), settings.log_level)
     worker.execute_from_commandline()
     return 0  # not reached: the worker exits the process itself
+
+
+def _check_services(settings: Settings) -> None:
+    """Before the worker starts: can it use Kafka, and will Cassandra take the sink's
+    credentials? A refusal (credentials, certificate, TLS) or a Kafka that does not answer is
+    then one line and exit 1, not a Faust crash with a traceback. A Cassandra that does not
+    answer yet is only logged: the sink connects when it first writes."""
+    check_worker_connection(settings, admin.CONNECT_TIMEOUT_S)
+    if settings.sink_enabled:
+        from streamcrawl.agents.cassandra_security import CassandraRefused
+        from streamcrawl.agents.sink_cassandra_driver import connect
+
+        _quiet_cassandra_driver()
+        try:
+            cluster, _ = connect(settings.cassandra_config())
+        except CassandraRefused:
+            raise
+        except CrawlError as exc:
+            log.warning("%s; the sink will try again", exc)
+        else:
+            cluster.shutdown()
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
@@ -289,7 +319,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
     for seed in policy.seeds:
         canon = canonicalizer.canonicalize(seed)
         by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
-    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+    errors = ConnectionErrors()
+    producer = Producer(kafka_clients.librdkafka_producer_config(settings) | errors.config())
     failures: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -300,8 +331,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     for origin, refs in by_origin.items():
         batch = FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
         producer.produce(frontier, key=origin.encode(), value=encode(batch), on_delivery=delivered)
-    if producer.flush(admin.CONNECT_TIMEOUT_S) > 0:
-        raise admin.unreachable(settings)
+    admin.flush_or_explain(producer, settings, errors)
     if failures:
         raise CrawlError(f"cannot publish seeds to {frontier}: {failures[0]}")
     print(crawl_id)
