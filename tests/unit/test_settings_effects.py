@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,11 +111,18 @@ def cassandra(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     kw = cluster.kwargs
     auth = kw["auth_provider"]
     (profile,) = kw["execution_profiles"].values()
+    context = kw.get("ssl_context")
     return {
+        "tls_cas": None if context is None else _ca_names(context),
         "hosts": (tuple(kw["contact_points"]), kw["port"]),
         "auth": None if auth is None else (auth.username, auth.password),
         "local_dc": profile.load_balancing_policy._child_policy.local_dc,
     }
+
+
+def _ca_names(context: ssl.SSLContext) -> list[str]:
+    """Common names of the CA certificates a TLS context trusts (loaded from a file)."""
+    return [dict(x[0] for x in c["subject"]).get("commonName", "") for c in context.get_ca_certs()]
 
 
 def sink_window(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -275,6 +283,19 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         SecretStr("other"),
         lambda s, b, mp: cassandra(s, mp)["auth"],
         ("crawler", "other"),
+    ),
+    "cassandra_ssl": ({}, True, lambda s, b, mp: cassandra(s, mp)["tls_cas"] is not None, True),
+    "cassandra_ssl_cafile": (
+        {"cassandra_ssl": True},
+        "CAFILE",
+        lambda s, b, mp: "streamcrawl-test-ca" in cassandra(s, mp)["tls_cas"],
+        True,
+    ),
+    "allow_networks": (
+        {},
+        "10.9.0.0/16",
+        lambda s, build, mp: build(s).fetch["guard"].allows("10.9.8.7"),
+        True,
     ),
     "cassandra_local_dc": ({}, "dc7", lambda s, b, mp: cassandra(s, mp)["local_dc"], "dc7"),
     "state_dir": (
