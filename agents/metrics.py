@@ -50,11 +50,16 @@ class Metrics:
             buckets=_WAIT,
             registry=r,
         )
-        self.frontier_event = Histogram(
-            "streamcrawl_frontier_event_seconds",
-            "Time the frontier agent spent applying one event, by topic.",
-            ["topic"],
+        self.frontier_batch = Histogram(
+            "streamcrawl_frontier_batch_seconds",
+            "Time the frontier agent spent applying one batch of events and making it durable.",
             buckets=_EVENT,
+            registry=r,
+        )
+        self.frontier_batch_events = Histogram(
+            "streamcrawl_frontier_batch_events",
+            "Events per batch the frontier agent applied.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
             registry=r,
         )
         self.unapplied = Gauge(

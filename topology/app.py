@@ -28,13 +28,14 @@ from faust.web import Request, Response, View
 from mode import Service
 
 from streamcrawl.agents.kafka_control import SharedView
-from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
+from streamcrawl.agents.kafka_frontier import FrontierAgent
 from streamcrawl.agents.kafka_scheduler import FetchService
 from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.sink import Sink
 from streamcrawl.topology.admin import app_id, sink_group
+from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
 from streamcrawl.topology.settings import Settings
 
@@ -137,7 +138,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             options=table_options(settings),
         )
 
-    store = TableStore(table("seen"), table("pending"), table("origins"))
+    tables = {name: table(name) for name in ("seen", "pending", "origins")}
+    store = TableStore(tables["seen"], tables["pending"], tables["origins"])
     view = SharedView(
         aiokafka_connection(settings), f"{prefix}.control", f"{prefix}.budget", metrics
     )
@@ -162,17 +164,14 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         hook=fetcher,
         metrics=metrics,
         partitions=settings.partitions,
+        commit=DurableCommit(app, prefix, tables, metrics),
     )
     frontier_topic = f"{prefix}.frontier"
 
     @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
-        timing = metrics.frontier_event
-        async for event in stream.events():
-            msg = event.message
-            started = time.perf_counter()
-            await frontier.handle(Where(msg.topic, msg.partition, msg.offset), msg.value)
-            timing.labels(msg.topic.rpartition(".")[2]).observe(time.perf_counter() - started)
+        # Batches of what is buffered, acknowledged once durable (topology/batching.py).
+        await run_batches(stream, frontier, metrics)
 
     sinker = None
     if settings.sink_enabled:
