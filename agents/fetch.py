@@ -8,7 +8,11 @@
   every address of the host, before any connection is opened.
 - It raises ``FetchRetryable`` for timeouts, resets, refused connections, DNS failures, 408, 429
   and 5xx (with ``retry_after`` from Retry-After), and ``FetchPermanent`` for other 4xx, redirect
-  loops, too many redirects, bad redirect targets and undecodable content encodings.
+  loops, too many redirects, bad redirect targets, undecodable content encodings and responses
+  aiohttp cannot parse (``bad_response``: e.g. a header line over ``MAX_HEADER_FIELD``).
+- ``policy.timeout`` is a deadline for each request as a whole (aiohttp's ``total``: connect,
+  headers and body), not only between two reads: a server that drips one byte a second ends
+  in a timeout.
 - No other exception escapes, except what ``hop_check`` itself raises (a caller bug must not
   pass for a network error) and ``asyncio.CancelledError``.
 
@@ -47,6 +51,8 @@ MAX_HEADER_FIELD: Final = 32 * 1024
 _SNIFF_BYTES: Final = 512
 _HTML_SIGNATURES: Final = (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<meta")
 _TEXT_TYPES: Final = ("text/", "application/xhtml+xml", "application/xml")
+
+_ERROR_CHARS: Final = 500  # an exception's repr can hold a whole response header
 
 HopCheck = Callable[[str], str | None]
 """Receives the ABSOLUTE redirect target; returns None to follow it, or a terminal state."""
@@ -284,6 +290,13 @@ async def fetch(
         raise
     except _HopCheckFailed as exc:
         raise exc.error from None
+    except aiohttp.ClientResponseError as exc:
+        # Only raised here for a response aiohttp could not parse (a 64 KiB header line,
+        # a bad status line): the server will send it again, so retrying is of no use.
+        raise FetchPermanent(
+            f"malformed response from {url}: {exc.message}"[:_ERROR_CHARS],
+            error_class="bad_response",
+        ) from exc
     except Exception as exc:
         blocked = blocked_error(exc)
         if blocked is not None:
@@ -291,7 +304,7 @@ async def fetch(
         error_class = _error_class(exc)
         log.debug("fetch %s failed: %s (%r)", url, error_class, exc)
         raise FetchRetryable(
-            f"{error_class} fetching {url}: {exc!r}", error_class=error_class
+            f"{error_class} fetching {url}: {exc!r}"[:_ERROR_CHARS], error_class=error_class
         ) from exc
 
 
