@@ -139,7 +139,7 @@ class Decoder:
         if len(names) > MAX_CODINGS:
             raise FetchPermanent(
                 f"{len(names)} content codings {encoding!r} (at most {MAX_CODINGS})",
-                error_class="bad_encoding",
+                error_class=ErrorClass.BAD_ENCODING,
             )
         self._layers = [_Layer(name, cap, truncate=truncate) for name in reversed(names)]
 

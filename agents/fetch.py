@@ -295,7 +295,7 @@ async def fetch(
         # a bad status line): the server will send it again, so retrying is of no use.
         raise FetchPermanent(
             f"malformed response from {url}: {exc.message}"[:_ERROR_CHARS],
-            error_class="bad_response",
+            error_class=ErrorClass.BAD_RESPONSE,
         ) from exc
     except Exception as exc:
         blocked = blocked_error(exc)
