@@ -1,10 +1,8 @@
 """Key-value state behind the frontier: an abstract store, in-memory and RocksDB implementations.
 
 The frontier never writes directly: it computes a ``Changes`` overlay that the wiring commits
-with one ``Store.write``: atomic in the embedded stores (one RocksDB write batch together with
-the output offsets), key by key in the Faust tables (``TableStore``, in a crash-safe order: a
-kill -9 can leave a prefix of one commit, which the replayed event completes). Keys are bytes
-with a one-letter namespace prefix.
+atomically (embedded: one RocksDB write batch together with the output offsets; Kafka: Faust
+table writes inside stream iteration). Keys are bytes with a one-letter namespace prefix.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ Value = bytes | None  # None marks a deletion inside a change set
 
 
 class Store(abc.ABC):
-    """A byte-keyed store with multi-key writes (atomic unless the backend says otherwise)."""
+    """A byte-keyed store with atomic multi-key writes."""
 
     @abc.abstractmethod
     def get(self, key: bytes) -> bytes | None:
@@ -34,8 +32,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def write(self, changes: Mapping[bytes, Value]) -> None:
-        """Apply all ``changes`` (``None`` deletes): all or nothing in ``MemoryStore`` and
-        ``RocksStore``; ``TableStore`` writes key by key in a crash-safe order instead."""
+        """Apply all ``changes`` atomically (``None`` deletes)."""
 
     @abc.abstractmethod
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -137,8 +134,7 @@ class RocksStore(Store):
 
 
 class Changes:
-    """Pending writes over a store: reads see them first; ``commit`` applies them in one
-    ``Store.write``."""
+    """Pending writes over a store: reads see them first; ``commit`` applies them atomically."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -156,7 +152,7 @@ class Changes:
         self.writes[key] = None
 
     def commit(self, extra: Mapping[bytes, Value] | None = None) -> None:
-        """Write everything, plus ``extra`` (e.g. output offsets), in one ``Store.write``."""
+        """Write everything, plus ``extra`` (e.g. output offsets), in one atomic batch."""
         if extra:
             self.writes.update(extra)
         if self.writes:
