@@ -23,8 +23,9 @@
      again (so a decoded ``%2E%2E`` counts as ``..``, keeping the function idempotent);
    * the fragment is dropped; in the query, empty pairs (``&&``) are dropped, parameters whose
      name matches a ``strip_params`` glob (case-sensitive) are removed, and with ``sort_query``
-     the pairs are sorted by name, stably.  ``a=`` and ``a`` stay distinct (servers may tell
-     them apart); ``+`` and ``%20`` stay distinct; an empty query disappears;
+     the pairs are sorted by name, stably; session ids (``sid=<token>``, ``;jsessionid=<token>``
+     in the path) are removed (``agents/traps.py``).  ``a=`` and ``a`` stay distinct (servers
+     may tell them apart); ``+`` and ``%20`` stay distinct; an empty query disappears;
    * a trailing slash is kept unless ``fold_trailing_slash`` (then ``/a/`` -> ``/a``, root
      stays);
    * the result must be at most ``max_length`` characters.
@@ -61,6 +62,7 @@ import ada_url
 import idna
 
 from streamcrawl.agents.errors import InvalidURL
+from streamcrawl.agents.traps import is_session_param, strip_path_sessions
 from streamcrawl.schemas.records import DEFAULT_STRIP_PARAMS, CrawlPolicy
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -383,7 +385,7 @@ def _fix_token(match: re.Match[str]) -> str:
 def _path(path: str, fold: bool) -> str:
     if not path:
         return "/"
-    path = _pct_normalize(path)
+    path = strip_path_sessions(_pct_normalize(path))
     if "/." in path:
         path = _remove_dot_segments(path)
     if fold and len(path) > 1 and path[-1] == "/":
@@ -415,7 +417,11 @@ def _query(query: str, options: CanonicalOptions) -> str:
     strip = options._strip
     pairs = []
     for pair in _pct_normalize(query).split("&"):  # a plain loop: no comprehension frames
-        if pair and (strip is None or not strip(pair.partition("=")[0])):
+        if (
+            pair
+            and (strip is None or not strip(pair.partition("=")[0]))
+            and not is_session_param(pair)
+        ):
             pairs.append(pair)
     if options.sort_query and len(pairs) > 1:
         pairs.sort(key=_param_name)

@@ -32,7 +32,11 @@ def ssl_context(config: CassandraConfig) -> ssl.SSLContext | None:
         ) from None
 
 
-def explain(config: CassandraConfig, exc: BaseException) -> CrawlError | None:
+class CassandraRefused(CrawlError):
+    """Cassandra answered but refused us (credentials, certificate, TLS): retrying cannot help."""
+
+
+def explain(config: CassandraConfig, exc: BaseException) -> CassandraRefused | None:
     """The one-line error for a connect that failed for a security reason; None for others
     (a node that does not answer)."""
     where = f"Cassandra at {config.where}"
@@ -40,26 +44,26 @@ def explain(config: CassandraConfig, exc: BaseException) -> CrawlError | None:
         text = str(err)
         if isinstance(err, AuthenticationFailed):
             if not config.username:
-                return CrawlError(
+                return CassandraRefused(
                     f"{where} requires a password: set STREAMCRAWL_CASSANDRA_USERNAME and "
                     "STREAMCRAWL_CASSANDRA_PASSWORD"
                 )
-            return CrawlError(
+            return CassandraRefused(
                 f"{where} refused the credentials of user {config.username!r}: "
                 "check STREAMCRAWL_CASSANDRA_USERNAME and STREAMCRAWL_CASSANDRA_PASSWORD"
             )
         if "CERTIFICATE_VERIFY_FAILED" in text:
-            return CrawlError(
+            return CassandraRefused(
                 f"TLS with {where} failed: its certificate is not trusted "
                 f"({_reason(text)}); is STREAMCRAWL_CASSANDRA_SSL_CAFILE the CA that signed it?"
             )
         if "WRONG_VERSION_NUMBER" in text:
-            return CrawlError(
+            return CassandraRefused(
                 f"TLS with {where} failed: the node does not speak TLS on this port; set "
                 "STREAMCRAWL_CASSANDRA_SSL=false, or enable its client_encryption_options"
             )
         if isinstance(err, ConnectionResetError) and not config.ssl:
-            return CrawlError(
+            return CassandraRefused(
                 f"{where} closed the connection: does it require TLS? "
                 "(STREAMCRAWL_CASSANDRA_SSL=true and STREAMCRAWL_CASSANDRA_SSL_CAFILE)"
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import re
 import zlib
+from typing import Final
 
 import brotli
 import charset_normalizer
@@ -113,6 +114,9 @@ def decode_html(body: bytes, header_charset: str | None) -> tuple[str, str]:
         return body.decode("utf-8", errors="replace"), "utf-8"
 
 
+MAX_CODINGS: Final = 3  # "gzip, gzip" is legal; a longer chain is only ever an attack
+
+
 class BodyTooLarge(Exception):
     """The decoded body would exceed the cap."""
 
@@ -120,10 +124,46 @@ class BodyTooLarge(Exception):
 class Decoder:
     """Incremental Content-Encoding decoder whose output never exceeds ``cap`` bytes in total.
 
+    ``encoding`` may list several codings (``"gzip, br"``, RFC 9110 section 8.4: applied in the
+    order listed, so decoded from the last), at most ``MAX_CODINGS``. Every layer is capped,
+    so a nested bomb stops at the first layer that passes the cap.
+
     Raises ``BodyTooLarge`` as soon as the decoded size would pass the cap (with ``truncate``:
     keeps the first ``cap`` bytes and sets ``full`` instead), ``FetchPermanent``
-    for an encoding we did not ask for or a corrupt stream.
+    for an encoding we did not ask for, too many codings, or a corrupt stream.
     """
+
+    def __init__(self, encoding: str | None, cap: int, *, truncate: bool = False) -> None:
+        names = [n.strip().lower() for n in (encoding or "").split(",")]
+        names = [n for n in names if n and n != "identity"] or ["identity"]
+        if len(names) > MAX_CODINGS:
+            raise FetchPermanent(
+                f"{len(names)} content codings {encoding!r} (at most {MAX_CODINGS})",
+                error_class=ErrorClass.BAD_ENCODING,
+            )
+        self._layers = [_Layer(name, cap, truncate=truncate) for name in reversed(names)]
+
+    @property
+    def full(self) -> bool:
+        """Truncate mode: the cap was reached, the rest is dropped."""
+        return any(layer.full for layer in self._layers)
+
+    def feed(self, data: bytes) -> bytes:
+        """Decode one chunk of the raw body."""
+        for layer in self._layers:
+            data = layer.feed(data)
+        return data
+
+    def flush(self) -> bytes:
+        """Whatever the decoder still holds once the raw body has ended."""
+        out = b""
+        for i, layer in enumerate(self._layers):
+            out = (layer.feed(out) if i else b"") + layer.flush()
+        return out
+
+
+class _Layer:
+    """One content coding of a ``Decoder``, its output capped at ``cap`` bytes in total."""
 
     def __init__(self, encoding: str | None, cap: int, *, truncate: bool = False) -> None:
         self.encoding = (encoding or "identity").strip().lower()

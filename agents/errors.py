@@ -38,6 +38,9 @@ class ErrorClass(enum.StrEnum):
     REDIRECT_LOOP = "redirect_loop"
     TOO_MANY_REDIRECTS = "too_many_redirects"
     BAD_ENCODING = "bad_encoding"
+    BAD_RESPONSE = "bad_response"  # a response aiohttp cannot parse (a 64 KiB header line)
+    # The SSRF guard (agents/netguard.py) refused the host's addresses; nothing was sent.
+    BLOCKED = "blocked"
 
 
 class FetchError(CrawlError):

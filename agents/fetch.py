@@ -4,9 +4,15 @@
 
 - It returns a ``FetchResult`` for 2xx and for 3xx it does not follow, and when it stops early
   (``stopped``: ``"too_large"``, ``"skipped_content_type"``, or the state ``hop_check`` returned).
+- It raises ``AddressBlocked`` when the SSRF guard of the session (``make_session``) refuses
+  every address of the host, before any connection is opened.
 - It raises ``FetchRetryable`` for timeouts, resets, refused connections, DNS failures, 408, 429
   and 5xx (with ``retry_after`` from Retry-After), and ``FetchPermanent`` for other 4xx, redirect
-  loops, too many redirects, bad redirect targets and undecodable content encodings.
+  loops, too many redirects, bad redirect targets, undecodable content encodings and responses
+  aiohttp cannot parse (``bad_response``: e.g. a header line over ``MAX_HEADER_FIELD``).
+- ``policy.timeout`` is a deadline for each request as a whole (aiohttp's ``total``: connect,
+  headers and body), not only between two reads: a server that drips one byte a second ends
+  in a timeout.
 - No other exception escapes, except what ``hop_check`` itself raises (a caller bug must not
   pass for a network error) and ``asyncio.CancelledError``.
 
@@ -29,6 +35,7 @@ import msgspec
 
 from streamcrawl.agents.charset import BodyTooLarge, Decoder, decode_html
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
+from streamcrawl.agents.netguard import AddressGuard, GuardedConnector, blocked_error
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,8 @@ MAX_HEADER_FIELD: Final = 32 * 1024
 _SNIFF_BYTES: Final = 512
 _HTML_SIGNATURES: Final = (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<meta")
 _TEXT_TYPES: Final = ("text/", "application/xhtml+xml", "application/xml")
+
+_ERROR_CHARS: Final = 500  # an exception's repr can hold a whole response header
 
 HopCheck = Callable[[str], str | None]
 """Receives the ABSOLUTE redirect target; returns None to follow it, or a terminal state."""
@@ -111,14 +120,25 @@ def request_headers(policy: CrawlPolicy) -> dict[str, str]:
     return {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
 
 
-def make_session(policy: CrawlPolicy, *, limit: int = 100) -> aiohttp.ClientSession:
-    """One pooled session for a worker: no cookies, no proxy env, no automatic decompression.
+def make_session(
+    policy: CrawlPolicy,
+    *,
+    guard: AddressGuard,
+    limit: int = 100,
+    resolver: aiohttp.abc.AbstractResolver | None = None,
+) -> aiohttp.ClientSession:
+    """One pooled session for a worker: no cookies, no proxy env, no automatic decompression,
+    and every connection checked by ``guard`` (the SSRF guard, ``agents/netguard.py``).
+
+    ``resolver`` replaces aiohttp's DNS resolver (tests answer internal addresses with one).
 
     Call it inside a running event loop; close it with ``await session.close()``.
     ``enable_cleanup_closed`` is not set: aiohttp 3.14 ignores it (with a warning) on every Python
     except 3.13.0, whose SSL transport leak it works around.
     """
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+    connector = GuardedConnector(
+        guard, limit=limit, limit_per_host=0, ttl_dns_cache=300, resolver=resolver
+    )
     trace = aiohttp.TraceConfig()
     trace.on_request_headers_sent.append(_mark_sent)
     return aiohttp.ClientSession(
@@ -270,11 +290,21 @@ async def fetch(
         raise
     except _HopCheckFailed as exc:
         raise exc.error from None
+    except aiohttp.ClientResponseError as exc:
+        # Only raised here for a response aiohttp could not parse (a 64 KiB header line,
+        # a bad status line): the server will send it again, so retrying is of no use.
+        raise FetchPermanent(
+            f"malformed response from {url}: {exc.message}"[:_ERROR_CHARS],
+            error_class=ErrorClass.BAD_RESPONSE,
+        ) from exc
     except Exception as exc:
+        blocked = blocked_error(exc)
+        if blocked is not None:
+            raise blocked from exc
         error_class = _error_class(exc)
         log.debug("fetch %s failed: %s (%r)", url, error_class, exc)
         raise FetchRetryable(
-            f"{error_class} fetching {url}: {exc!r}", error_class=error_class
+            f"{error_class} fetching {url}: {exc!r}"[:_ERROR_CHARS], error_class=error_class
         ) from exc
 
 

@@ -2,8 +2,10 @@
 
 Pure logic over a ``Changes`` overlay (see ``agents.state``): the single writer (the embedded
 runner, or the Faust frontier agent) calls ``admit`` for discovered URLs and ``apply`` for fetch
-outcomes, then commits the overlay atomically. Both are idempotent: a replayed batch finds its
-URLs seen; a replayed outcome finds its queue entry gone and only repeats its terminal status.
+outcomes, then commits the overlay (atomically in the embedded runner; key by key in a
+crash-safe order in the Faust tables, so a crash can leave part of one commit). Both are
+idempotent, which also completes such a partial commit: a replayed batch finds its URLs seen; a
+replayed outcome finds its queue entry gone and only repeats its terminal status.
 """
 
 from __future__ import annotations

@@ -1,19 +1,26 @@
 """The frontier agent's body: the single writer of the ``seen``/``pending``/``origins`` tables.
 
-One call of ``FrontierAgent.handle`` per event of ``frontier`` or ``outcomes`` (same origin key,
-same partition count, so an origin's batches and outcomes meet in one partition, in order):
+``FrontierAgent.handle_batch`` applies a batch of events of ``frontier`` and ``outcomes`` (same
+origin key, same partition count, so an origin's batches and outcomes meet in one partition, in
+order); ``handle`` is a batch of one:
 
-1. decode; a bad message is logged with topic/partition/offset, counted, skipped;
+1. decode each event; a bad message is logged with topic/partition/offset, counted, skipped;
 2. find the crawl's rules (waiting a bounded time for its spec, see ``SPEC_WAIT``);
-3. compute the changes with the pure ``Frontier.admit``/``apply`` over a ``Changes`` overlay;
-4. send what the event produces (terminal statuses to ``status``, misrouted URLs back to
-   ``frontier``, this partition's admitted count for the page budget) without waiting, and
-   commit the overlay to the tables. Faust flushes the producer before it commits an offset, so
-   the sends are acked before the event's offset is committed; a crash before that replays the
-   event, and the replay finds its own state changes and repeats the same sends
-   (``Frontier.admit``'s ``source``, ``Frontier.apply`` on a replayed outcome); the sink writes
-   them idempotently;
-5. tell the local scheduler.
+3. compute the changes with the pure ``Frontier.admit``/``apply`` over ONE ``Changes`` overlay
+   per partition: an event sees what the events before it changed, and a key several events
+   touch is written once;
+4. hand the batch's sends (terminal statuses to ``status``, misrouted URLs back to
+   ``frontier``, each partition's admitted count for the page budget) and table writes to the
+   ``Committer``, which returns once all of them are durable (the Faust wiring: acked by Kafka,
+   changelog included); only then does the wiring acknowledge the events' offsets. A crash
+   before that replays the events, and the replay finds its own state changes and repeats the
+   same sends (``Frontier.admit``'s ``source``, ``Frontier.apply`` on a replayed outcome); the
+   sink writes them idempotently. A message found on a partition that does not own its origin
+   changes nothing here: its re-keyed copy is one of the batch's sends;
+5. tell the local scheduler, in event order.
+
+A catch-up marker inside a batch commits what came before it first, so the scheduler indexes
+its partition with those outcomes applied.
 
 No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
 """
@@ -21,17 +28,17 @@ No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside s
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from streamcrawl.agents.frontier import Admission, Frontier, admitted_count
 from streamcrawl.agents.kafka_control import SharedView, budget_key
-from streamcrawl.agents.kafka_counts import count, message_key
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import Changes
+from streamcrawl.agents.state import Changes, Value
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import FrontierBatch, OriginState, Outcome, UrlStatus
 
@@ -55,6 +62,19 @@ class Publisher(Protocol):
     def __call__(
         self, short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
     ) -> Awaitable[None]: ...
+
+
+Sends = Mapping[str, Sequence[tuple[bytes, bytes]]]  # short topic -> (key, value), in order
+Writes = Mapping[int, Mapping[bytes, Value]]  # partition -> table changes
+Enter = Callable[[int], None]  # makes an event of this partition the current one (Faust)
+
+
+class Committer(Protocol):
+    """Makes a batch durable: ``sends`` delivered and ``writes`` in the tables and their
+    changelogs; returns only once all of it is acked. ``enter(p)`` before writing partition
+    ``p`` (Faust tables write the partition of the current event)."""
+
+    def __call__(self, sends: Sends, writes: Writes, enter: Enter) -> Awaitable[None]: ...
 
 
 class SchedulerHook(Protocol):
@@ -105,6 +125,7 @@ class FrontierAgent:
         partitions: int,
         frontier: Frontier | None = None,
         spec_wait: float = SPEC_WAIT,
+        commit: Committer | None = None,
     ) -> None:
         self.store = store
         self.view = view
@@ -114,13 +135,33 @@ class FrontierAgent:
         self.partitions = partitions
         self.frontier = frontier if frontier is not None else Frontier()
         self.spec_wait = spec_wait
+        self.commit = commit if commit is not None else self._attach
 
     async def handle(self, where: Where, value: bytes | None) -> None:
-        """Apply one event. Never raises for bad input; Kafka errors propagate (no commit)."""
+        """Apply one event (a batch of one, see ``handle_batch``)."""
+        await self.handle_batch([(where, value)])
+
+    async def handle_batch(
+        self, events: Sequence[tuple[Where, bytes | None]], enter: Enter = lambda _p: None
+    ) -> None:
+        """Apply ``events`` in order and commit them. Never raises for bad input; Kafka errors
+        propagate (then nothing may be acknowledged: the batch is replayed).
+
+        ``enter(p)`` is called before an event of partition ``p`` is read and before ``p``'s
+        changes are written."""
+        batch = _Batch()
+        for where, value in events:
+            if value is not None and value.startswith(MARKER):
+                await self._commit(batch, enter)
+                batch = _Batch()
+                self.hook.caught_up(where.partition, value[len(MARKER) :])
+                continue
+            enter(where.partition)
+            await self._event(batch, where, value)
+        await self._commit(batch, enter)
+
+    async def _event(self, batch: _Batch, where: Where, value: bytes | None) -> None:
         short = where.topic.rpartition(".")[2]
-        if value is not None and value.startswith(MARKER):
-            self.hook.caught_up(where.partition, value[len(MARKER) :])
-            return
         try:
             record = decode(short, value if value is not None else b"")
         except BadMessage as exc:
@@ -145,7 +186,7 @@ class FrontierAgent:
                 where.partition,
                 extra=where.extra(origin),
             )
-            await self.publish(short, [(origin.encode(), encode(record))])
+            batch.send(short, [(origin.encode(), encode(record))])
             return
         rules = await self.view.wait_rules(record.crawl_id, self.spec_wait)
         if rules is None:
@@ -160,83 +201,45 @@ class FrontierAgent:
                 extra=where.extra(origin),
             )
             return
+        part = batch.part(where.partition, self.store)
         if isinstance(record, FrontierBatch):
-            await self._admit(where, record, rules)
+            admission = self._admission(batch, part, where, record, rules)
+            if admission.state is not None and admission.queued:
+                part.after.append(partial(self.hook.admitted, admission.state))
         else:
-            await self._apply(where, record, rules)
+            self._apply(batch, part, where, record, rules)
 
-    async def _admit(self, where: Where, batch: FrontierBatch, rules: CrawlRules) -> None:
-        ch = Changes(self.store)
-        admission, budgeted = self._admission(ch, where, batch, rules)
-        await self._send_statuses(admission.statuses)
-        await self._count(ch, where, admission.statuses)
-        await self._reroute(batch.crawl_id, admission)
-        ch.commit()
-        await self._admitted(where, batch.crawl_id, admission, budgeted)
-        if admission.state is not None and admission.queued:
-            self.hook.admitted(admission.state)
-
-    async def _apply(self, where: Where, outcome: Outcome, rules: CrawlRules) -> None:
+    def _apply(
+        self, batch: _Batch, part: _Part, where: Where, outcome: Outcome, rules: CrawlRules
+    ) -> None:
         """Admit the outcome's own-origin links, then apply it: one state change."""
-        ch = Changes(self.store)
-        admission, budgeted = None, False
         if outcome.links:
             links = FrontierBatch(
                 crawl_id=outcome.crawl_id, origin=outcome.origin, urls=outcome.links
             )
-            admission, budgeted = self._admission(ch, where, links, rules)
-        applied = self.frontier.apply(ch, outcome, rules)
-        if admission is not None:
-            await self._send_statuses(admission.statuses)
-            await self._reroute(outcome.crawl_id, admission)
-        await self._send_statuses(applied.statuses)
-        await self._count(
-            ch, where, [*(admission.statuses if admission else ()), *applied.statuses]
-        )
-        ch.commit()
-        if admission is not None:
-            await self._admitted(where, outcome.crawl_id, admission, budgeted)
+            self._admission(batch, part, where, links, rules)
+        applied = self.frontier.apply(part.changes, outcome, rules)
+        batch.statuses(applied.statuses)
         if applied.retried:
-            self.metrics.retries.inc()
-        self.hook.applied(outcome.origin, outcome.seq, applied.state)
+            batch.retries += 1
+        part.after.append(partial(self.hook.applied, outcome.origin, outcome.seq, applied.state))
 
     def _admission(
-        self, ch: Changes, where: Where, batch: FrontierBatch, rules: CrawlRules
-    ) -> tuple[Admission, bool]:
-        """``Frontier.admit`` within the crawl's page budget; also whether a budget applies."""
-        budget = self._budget(ch, batch.crawl_id, rules, where.partition)
+        self, batch: _Batch, part: _Part, where: Where, fb: FrontierBatch, rules: CrawlRules
+    ) -> Admission:
+        """``Frontier.admit`` within the crawl's page budget, its sends added to the batch."""
+        budget = self._budget(part.changes, fb.crawl_id, rules, where.partition)
         source = f"{where.topic}/{where.partition}@{where.offset}".encode()
-        admission = self.frontier.admit(ch, batch, rules, budget=budget, source=source)
-        return admission, budget is not None
-
-    async def _reroute(self, crawl_id: str, admission: Admission) -> None:
-        """Send URLs whose canonical origin is not the batch's to the partition that owns it."""
-        if admission.misrouted:  # not marked seen here: a replay re-sends them
-            await self.publish(
-                "frontier",
-                [
-                    (
-                        origin.encode(),
-                        encode(FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))),
-                    )
-                    for origin, refs in admission.misrouted.items()
-                ],
-                on_commit=True,
-            )
-
-    async def _admitted(
-        self, where: Where, crawl_id: str, admission: Admission, budgeted: bool
-    ) -> None:
-        """After the commit: count, and publish this partition's admitted total (page budget)."""
-        self.metrics.duplicates.inc(admission.duplicates)
-        self.metrics.admitted.inc(len(admission.queued))
-        if admission.queued and budgeted:
-            count = admitted_count(self.store, crawl_id)
-            await self.publish(
-                "budget",
-                [(budget_key(crawl_id, where.partition), str(count).encode())],
-                on_commit=True,
-            )
+        admission = self.frontier.admit(part.changes, fb, rules, budget=budget, source=source)
+        for origin, refs in admission.misrouted.items():  # not marked seen: a replay re-sends
+            again = FrontierBatch(crawl_id=fb.crawl_id, origin=origin, urls=tuple(refs))
+            batch.send("frontier", [(origin.encode(), encode(again))])
+        batch.statuses(admission.statuses)
+        batch.duplicates += admission.duplicates
+        batch.admitted += len(admission.queued)
+        if admission.queued and budget is not None:
+            part.budgets.add(fb.crawl_id)
+        return admission
 
     def _budget(self, ch: Changes, crawl_id: str, rules: CrawlRules, partition: int) -> int | None:
         """How many more URLs this batch may queue. Overshoot is bounded by what the other
@@ -248,24 +251,77 @@ class FrontierAgent:
         elsewhere = self.view.admitted_elsewhere(crawl_id, partition, self.partitions)
         return max(0, max_pages - here - elsewhere)
 
-    async def _count(self, ch: Changes, where: Where, statuses: list[UrlStatus]) -> None:
-        """Add the event's states to this partition's counts and publish them for ``status``
-        (``agents/kafka_counts.py``; replay-safe by the event's offset)."""
-        short = where.topic.rpartition(".")[2]
-        record = count(ch, short, where.partition, where.offset, statuses)
-        if record is not None:
-            key = message_key(where.partition, self.partitions)
-            await self.publish("counts", [(key, record)], on_commit=True)
+    async def _commit(self, batch: _Batch, enter: Enter) -> None:
+        """Make the batch durable (``Committer``), then count and tell the scheduler."""
+        for partition, part in batch.parts.items():
+            if part.budgets:  # this partition's admitted totals, for the page budget
+                enter(partition)
+                batch.send(
+                    "budget",
+                    [
+                        (budget_key(c, partition), str(admitted_count(part.changes, c)).encode())
+                        for c in sorted(part.budgets)
+                    ],
+                )
+        writes = {p: part.changes.writes for p, part in batch.parts.items() if part.changes.writes}
+        if batch.sends or writes:
+            await self.commit(batch.sends, writes, enter)
+        for partition, part in batch.parts.items():
+            enter(partition)  # the scheduler may read the partition's tables
+            for call in part.after:
+                call()
+        self.metrics.duplicates.inc(batch.duplicates)
+        self.metrics.admitted.inc(batch.admitted)
+        self.metrics.retries.inc(batch.retries)
+        for state, n in batch.terminal.items():
+            self.metrics.terminal.labels(state).inc(n)
 
-    async def _send_statuses(self, statuses: list[UrlStatus]) -> None:
-        """Sent, never awaited here (a produce round trip per event was most of the agent's
-        time); acked before the event's offset commit. A crash before that commit replays the
-        event, and the replay repeats every status: ``Frontier.apply`` rebuilds an outcome's
+    async def _attach(self, sends: Sends, writes: Writes, enter: Enter) -> None:
+        """The committer without a wiring of its own: every send ``on_commit`` (acked before
+        the offset commit, see ``Publisher``), then the tables in the crash-safe order."""
+        for short, items in sends.items():
+            await self.publish(short, items, on_commit=True)
+        for partition, changes in writes.items():
+            enter(partition)
+            self.store.write(changes)
+
+
+@dataclass
+class _Part:
+    """What a batch changes in one partition: the overlay, then what follows its commit."""
+
+    changes: Changes
+    budgets: set[str] = field(default_factory=set)  # crawls whose admitted count to publish
+    after: list[Callable[[], None]] = field(default_factory=list)  # scheduler calls, in order
+
+
+@dataclass
+class _Batch:
+    """Everything a batch sends, its per-partition changes and its counts."""
+
+    sends: dict[str, list[tuple[bytes, bytes]]] = field(default_factory=dict)
+    parts: dict[int, _Part] = field(default_factory=dict)
+    terminal: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    admitted: int = 0
+    retries: int = 0
+
+    def part(self, partition: int, store: TableStore) -> _Part:
+        part = self.parts.get(partition)
+        if part is None:
+            part = self.parts[partition] = _Part(Changes(store))
+        return part
+
+    def send(self, short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        self.sends.setdefault(short, []).extend(items)
+
+    def statuses(self, statuses: Sequence[UrlStatus]) -> None:
+        """Terminal statuses, sent with the batch. A crash before the commit replays the
+        events, and the replay repeats every status: ``Frontier.apply`` rebuilds an outcome's
         from the outcome, ``Frontier.admit`` recognises URLs this very event ended
         (``source``)."""
-        if not statuses:
-            return
-        items = [(s.origin.encode(), encode(s)) for s in statuses]
-        await self.publish("status", items, on_commit=True)
-        for status in statuses:
-            self.metrics.terminal.labels(str(status.state)).inc()
+        if statuses:
+            self.send("status", [(s.origin.encode(), encode(s)) for s in statuses])
+            for status in statuses:
+                state = str(status.state)
+                self.terminal[state] = self.terminal.get(state, 0) + 1

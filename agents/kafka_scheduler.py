@@ -4,9 +4,13 @@ It keeps ``agents.scheduler.Scheduler`` (the in-memory politeness index) over th
 the partitions this worker owns, runs ready dispatches through ``agents.pipeline.Stages`` and
 publishes each report: the page to ``pages``, ONE batch per other target origin to ``frontier``,
 and only then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by
-origin. The frontier agent (same process, the single writer) applies the outcome and calls
-``applied`` back, which frees the slot; until then the URL stays at its queue head, so a crash
-refetches it (at-least-once).
+origin. A page fetched without a backoff or a retry frees its origin's concurrency slot as
+soon as its request ended (``Scheduler.fetched``: the delay still counts from the request's
+start), so the Kafka round trip is not added to every request of the origin; robots.txt,
+retries and backoffs keep the slot until the frontier agent (same process, the single writer)
+has applied the outcome and calls ``applied`` back with the new origin state. Until then the
+URL stays at its queue head (skipped by the scheduler), so a crash refetches it
+(at-least-once); a report that could not be published frees the slot with the URL still queued.
 
 Ownership follows the consumer group: ``rebuild`` after table recovery for the partitions newly
 owned (each origin waits one delay first: the previous owner may just have fetched it), and
@@ -33,6 +37,7 @@ from streamcrawl.agents.kafka_frontier import MARKER, Publisher
 from streamcrawl.agents.kafka_messages import report_messages
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.netguard import AddressGuard
 from streamcrawl.agents.pipeline import Report, Stages, wait_first
 from streamcrawl.agents.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.state import ORIGINS
@@ -67,9 +72,11 @@ class FetchService(Service):
         max_unapplied: int | None = None,
         page_bytes: int = 16 * 1024 * 1024,
         halted: Callable[[], bool] = lambda: False,
+        guard: AddressGuard | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.guard = guard if guard is not None else AddressGuard()  # public addresses only
         self.store = store
         self.view = view
         self.publish = publish
@@ -216,7 +223,9 @@ class FetchService(Service):
 
     # -- the loop -------------------------------------------------------------------------------
     async def on_start(self) -> None:
-        session = make_session(CrawlPolicy(crawl_id="worker"), limit=self.concurrency)
+        session = make_session(
+            CrawlPolicy(crawl_id="worker"), guard=self.guard, limit=self.concurrency
+        )
         self._stages = Stages(session, self._seen)
         self.add_future(self._dispatch_loop())
 

@@ -15,6 +15,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from streamcrawl.agents.robots import ROBOTS_BLOCKED
 from streamcrawl.schemas.records import Outcome, Page
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -44,15 +45,21 @@ class Metrics:
         )
         self.politeness_wait = Histogram(
             "streamcrawl_scheduler_politeness_wait_seconds",
-            "How late a dispatch started after its origin became ready (scheduler lag).",
+            "Seconds between two consecutive request starts (robots.txt or page) on one "
+            "origin in this worker; politeness keeps it at or above the origin's delay.",
             buckets=_WAIT,
             registry=r,
         )
-        self.frontier_event = Histogram(
-            "streamcrawl_frontier_event_seconds",
-            "Time the frontier agent spent applying one event, by topic.",
-            ["topic"],
+        self.frontier_batch = Histogram(
+            "streamcrawl_frontier_batch_seconds",
+            "Time the frontier agent spent applying one batch of events and making it durable.",
             buckets=_EVENT,
+            registry=r,
+        )
+        self.frontier_batch_events = Histogram(
+            "streamcrawl_frontier_batch_events",
+            "Events per batch the frontier agent applied.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
             registry=r,
         )
         self.unapplied = Gauge(
@@ -69,6 +76,11 @@ class Metrics:
         )
         self.robots_denied = Counter(
             "streamcrawl_robots_denials", "URLs denied by robots.txt.", registry=r
+        )
+        self.blocked = Counter(
+            "streamcrawl_fetch_blocked",
+            "Fetches the SSRF guard refused (the host's addresses are not public or allowed).",
+            registry=r,
         )
         self.duplicates = Counter(
             "streamcrawl_frontier_duplicates",
@@ -88,7 +100,7 @@ class Metrics:
             "streamcrawl_frontier_retries", "Fetch retries scheduled.", registry=r
         )
         self.bad_messages = Counter(
-            "streamcrawl_bad_messages",
+            "streamcrawl_kafka_bad_messages",
             "Undecodable messages skipped, by topic.",
             ["topic"],
             registry=r,
@@ -130,7 +142,7 @@ class Metrics:
             registry=r,
         )
         self.consumer_lag = Gauge(
-            "streamcrawl_consumer_lag",
+            "streamcrawl_kafka_consumer_lag",
             "Messages not yet consumed, by topic and partition.",
             ["topic", "partition"],
             registry=r,
@@ -143,7 +155,7 @@ class Metrics:
         )
 
         self.stage_failures = Counter(
-            "streamcrawl_stage_failures",
+            "streamcrawl_pipeline_stage_failures",
             "Dispatches whose stage raised (retried as an internal error), by kind.",
             ["kind"],
             registry=r,
@@ -166,6 +178,8 @@ class Metrics:
         self.outcomes.labels(outcome.kind, outcome.state).inc()
         if outcome.state == "robots_denied":
             self.robots_denied.inc()
+        elif outcome.state == "blocked" or outcome.robots_status == ROBOTS_BLOCKED:
+            self.blocked.inc()
         if outcome.started_at > 0 and outcome.finished_at >= outcome.started_at:
             self.fetch_latency.observe(outcome.finished_at - outcome.started_at)
         if page is not None:

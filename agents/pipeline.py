@@ -21,6 +21,7 @@ import aiohttp
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.fetch import FetchResult, SentAt, fetch
 from streamcrawl.agents.link_header import page_rels
+from streamcrawl.agents.netguard import AddressBlocked
 from streamcrawl.agents.parse import parse_html
 from streamcrawl.agents.robots import fetch_robots, robots_url, x_robots_tag
 from streamcrawl.agents.rules import CrawlRules
@@ -57,7 +58,7 @@ class Report:
     page: Page | None = None
     batches: list[FrontierBatch] = field(default_factory=list)
     # The stage raised (a bug, or input no stage expected): the outcome is an ``internal``
-    # retry; the wirings count it (``streamcrawl_stage_failures``).
+    # retry; the wirings count it (``streamcrawl_pipeline_stage_failures``).
     failed: bool = False
 
 
@@ -165,6 +166,11 @@ class Stages:
                 rules.policy,
                 hop_check=hop_check,
                 hop_delay=d.rules.delay_for(d.robots),
+            )
+        except AddressBlocked as exc:
+            # No request left this process: the attempt is not counted (started_at 0).
+            return Report(
+                self._outcome(d, TerminalState.BLOCKED, started=0.0, error=f"blocked: {exc}")
             )
         except FetchRetryable as exc:
             return Report(

@@ -5,6 +5,10 @@ What a robots.txt response means (RFC 9309 section 2.3.1):
 - 2xx: the body is parsed (protego) and rules are matched on our product token;
 - 3xx left after 5 followed redirects, and every 4xx (401, 403, 404, 429 alike): "unavailable",
   everything is allowed;
+- ``ROBOTS_BLOCKED`` (0, not an HTTP status): the SSRF guard refused the address of the file
+  (or of a redirect target), so no request was sent: "unavailable", everything is allowed,
+  cached only for ``robots_error_ttl``. Each page fetch then meets the same guard and ends
+  ``blocked`` (or, after a DNS change, is fetched and the file is asked for again soon);
 - 5xx, another status, or no response at all (``status is None``: DNS, refused, timeout):
   "unreachable", everything is disallowed, and the caller caches that only for
   ``policy.robots_error_ttl`` (see ``robots_expiry``).
@@ -36,12 +40,14 @@ from streamcrawl.agents.fetch import (
     read_body,
     request_headers,
 )
+from streamcrawl.agents.netguard import blocked_error
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
 
 ROBOTS_MAX_BYTES: Final = 500 * 1024
 ROBOTS_MAX_REDIRECTS: Final = 5
+ROBOTS_BLOCKED: Final = 0  # the robots_status of a fetch the SSRF guard refused
 
 # RFC 9309 section 2.2.1: the product token is [a-zA-Z_-]+.
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
@@ -102,6 +108,8 @@ class RobotsRules:
     @classmethod
     def from_response(cls, status: int | None, body: str | bytes | None) -> RobotsRules:
         """Rules for a robots.txt response (see the module docstring); never raises."""
+        if status == ROBOTS_BLOCKED:
+            return cls.allow_everything()
         if status is None or not 200 <= status <= 499:
             return cls.disallow_everything()
         if status >= 300 or not body:
@@ -141,7 +149,8 @@ class RobotsRules:
 
 def robots_expiry(status: int | None, now: float, policy: CrawlPolicy) -> float:
     """When a robots.txt fetched at ``now`` must be fetched again: ``robots_error_ttl`` after a
-    5xx/unreachable (its "disallow everything" is temporary), else ``robots_ttl``."""
+    5xx/unreachable (its "disallow everything" is temporary) or a guard refusal (the address
+    may change), else ``robots_ttl``."""
     unreachable = status is None or not 200 <= status <= 499
     return now + (policy.robots_error_ttl if unreachable else policy.robots_ttl)
 
@@ -155,7 +164,8 @@ async def fetch_robots(
     to any http(s) URL; the rules still apply to ``origin``. A sixth redirect, or one without a
     usable Location, returns ``(3xx, None)``, which ``RobotsRules.from_response`` reads as
     "unavailable" (allow all). ``text`` is the first 500 KiB decoded as UTF-8 for a 2xx, else
-    None. ``(None, None)``: unreachable (DNS, connection refused or reset, timeout). ``sent``
+    None. ``(None, None)``: unreachable (DNS, connection refused or reset, timeout).
+    ``(ROBOTS_BLOCKED, None)``: the SSRF guard refused an address on the way. ``sent``
     (optional) gets when the last request was written, for the origin's politeness delay.
     """
     url = robots_url(origin)
@@ -185,6 +195,9 @@ async def fetch_robots(
                 return status, _text(body)
         return status, None
     except Exception as exc:
+        if blocked_error(exc) is not None:
+            log.info("robots.txt for %s not fetched: %s", origin, blocked_error(exc))
+            return ROBOTS_BLOCKED, None
         # aiohttp errors, timeouts, OSError, ValueError (a URL yarl refuses), FetchPermanent (a
         # corrupt or unknown Content-Encoding): all mean "could not get the file".
         log.debug("robots.txt for %s unreachable: %r", origin, exc)

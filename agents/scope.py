@@ -17,13 +17,15 @@
    (more than ``max_path_depth`` non-empty path segments), ``"trap:repeated_segment"`` (one
    non-empty segment occurs ``max_segment_repeats`` times or more ANYWHERE in the path, not only
    consecutively: ``/a/b/a/b/a/`` is a trap at 3, and so is ``/cal/2024/cal/x/cal``; values
-   below 2 disable this guard).
+   below 2 disable this guard), ``"trap:session_id"`` (a session id in a path segment) and
+   ``"trap:calendar"`` (a calendar page far from the current year); see ``agents/traps.py``.
 
 ``max_pages`` is not checked here: the frontier counts pages.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import ipaddress
 import re
@@ -33,6 +35,7 @@ from publicsuffixlist import PublicSuffixList
 
 from streamcrawl.agents.canonical import CanonicalOptions, canonical_host, canonicalize
 from streamcrawl.agents.errors import ConfigError, InvalidURL
+from streamcrawl.agents.traps import calendar_out_of_range, session_in_path
 from streamcrawl.schemas.records import CrawlPolicy
 
 
@@ -142,7 +145,17 @@ class Scope:
             return "include"
         if len(url) > self._max_url_length:
             return "trap:url_length"
-        return self._path_trap(url[slash:].partition("?")[0])
+        path, _, query = url[slash:].partition("?")
+        trap = self._path_trap(path)
+        if trap is None and session_in_path(path):
+            trap = "trap:session_id"
+        if trap is None and calendar_out_of_range(path, query, self._year()):
+            trap = "trap:calendar"
+        return trap
+
+    @staticmethod
+    def _year() -> int:
+        return datetime.datetime.now(datetime.UTC).year
 
     def _host_allowed(self, authority: str) -> bool:
         host = authority

@@ -1,8 +1,10 @@
 """Key-value state behind the frontier: an abstract store, in-memory and RocksDB implementations.
 
 The frontier never writes directly: it computes a ``Changes`` overlay that the wiring commits
-atomically (embedded: one RocksDB write batch together with the output offsets; Kafka: Faust
-table writes inside stream iteration). Keys are bytes with a one-letter namespace prefix.
+with one ``Store.write``: atomic in the embedded stores (one RocksDB write batch together with
+the output offsets), key by key in the Faust tables (``TableStore``, in a crash-safe order: a
+kill -9 can leave a prefix of one commit, which the replayed event completes). Keys are bytes
+with a one-letter namespace prefix.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ Value = bytes | None  # None marks a deletion inside a change set
 
 
 class Store(abc.ABC):
-    """A byte-keyed store with atomic multi-key writes."""
+    """A byte-keyed store with multi-key writes (atomic unless the backend says otherwise)."""
 
     @abc.abstractmethod
     def get(self, key: bytes) -> bytes | None:
@@ -32,7 +34,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def write(self, changes: Mapping[bytes, Value]) -> None:
-        """Apply all ``changes`` atomically (``None`` deletes)."""
+        """Apply all ``changes`` (``None`` deletes): all or nothing in ``MemoryStore`` and
+        ``RocksStore``; ``TableStore`` writes key by key in a crash-safe order instead."""
 
     @abc.abstractmethod
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -134,7 +137,8 @@ class RocksStore(Store):
 
 
 class Changes:
-    """Pending writes over a store: reads see them first; ``commit`` applies them atomically."""
+    """Pending writes over a store: reads see them first; ``commit`` applies them in one
+    ``Store.write``."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -152,7 +156,7 @@ class Changes:
         self.writes[key] = None
 
     def commit(self, extra: Mapping[bytes, Value] | None = None) -> None:
-        """Write everything, plus ``extra`` (e.g. output offsets), in one atomic batch."""
+        """Write everything, plus ``extra`` (e.g. output offsets), in one ``Store.write``."""
         if extra:
             self.writes.update(extra)
         if self.writes:

@@ -294,6 +294,8 @@ def start_topology(
         "STREAMCRAWL_PARTITIONS": str(partitions),
         "STREAMCRAWL_CONCURRENCY": str(concurrency),
         "STREAMCRAWL_LOG_LEVEL": log_level,
+        # The bench site listens on loopback, which the SSRF guard refuses by default.
+        "STREAMCRAWL_ALLOW_NETWORKS": "127.0.0.0/8",
         "PYTHONUNBUFFERED": "1",
     }
     logs = workdir / "logs"

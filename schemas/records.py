@@ -33,6 +33,9 @@ class TerminalState(enum.StrEnum):
     # A cross-origin redirect: the target was handed to its own origin's queue (own politeness,
     # own robots.txt), where it gets its own terminal state.
     REDIRECTED = "redirected"
+    # The SSRF guard refused every address of the host (not public, not allowed): nothing was
+    # sent; last_error names the addresses. Added in schema v2.
+    BLOCKED = "blocked"
 
 
 CrawlRunState = Literal["running", "paused", "stopped"]
@@ -156,6 +159,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     ``state`` is a terminal state, or ``"retry"`` when the attempt failed and may be retried.
     ``seq`` identifies the queue entry that was fetched (robots outcomes have ``seq = -1``).
     ``backoff`` tells the frontier to back the origin off (429/503, 5xx, timeouts).
+    ``robots_status`` 0 (robots outcomes): the SSRF guard refused the address, nothing was sent.
     ``links`` are URLs of this same origin found in the page: the frontier admits them and
     applies the outcome in one state change (one message instead of a ``frontier`` batch plus
     the outcome); links of other origins still travel as ``frontier`` batches.

@@ -14,8 +14,9 @@ subprocess tests)::
         assert min(srv.gaps()) >= 1.0
 
 A route value is a ``Reply``, a ``(status, headers, body)`` tuple, or an async handler
-``(web.Request) -> web.StreamResponse``. Routes are looked up by ``path_qs`` first, then by path;
-unknown paths answer 404. ``srv.routes`` may be changed while the server runs. Several servers on
+``(web.Request) -> web.StreamResponse``. Routes are looked up by ``path_qs`` first, then by path,
+then by the longest key ending in ``/`` (other than ``/``) that the path starts with; unknown
+paths answer 404. ``srv.routes`` may be changed while the server runs. Several servers on
 several ports are several origins.
 """
 
@@ -33,6 +34,11 @@ from typing import Any
 
 import brotli
 from aiohttp import web
+
+from streamcrawl.agents.netguard import AddressGuard, parse_networks
+
+# The SSRF guard of sessions that fetch from these servers (they listen on 127.0.0.1).
+LOOPBACK_GUARD = AddressGuard(parse_networks(["127.0.0.0/8"]))
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -212,6 +218,8 @@ class RecordingServer:
         )
         spec = self.routes.get(request.path_qs, self.routes.get(request.path))
         if spec is None:
+            spec = self._prefix_route(request.path)
+        if spec is None:
             return web.Response(status=404, text="not found")
         if callable(spec):
             resp: web.StreamResponse = await spec(request)
@@ -225,6 +233,12 @@ class RecordingServer:
             headers[_DROP_CT] = "1"
         body = spec.body.encode() if isinstance(spec.body, str) else spec.body
         return web.Response(status=spec.status, headers=headers, body=body)
+
+    def _prefix_route(self, path: str) -> Any:
+        """The route of the longest key ending in "/" that ``path`` starts with (a handler
+        for a whole subtree, e.g. a generated calendar), else None."""
+        keys = [k for k in self.routes if k.endswith("/") and k != "/" and path.startswith(k)]
+        return self.routes[max(keys, key=len)] if keys else None
 
     @staticmethod
     async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:

@@ -1,11 +1,14 @@
 """The Kafka wiring's agents in one event loop, without a broker: for tests that must hold for
 both wirings (the embedded crawl and the Kafka agents) against local HTTP servers.
 
-``FetchService`` (real ``Stages``, real HTTP) and ``FrontierAgent`` run over dict tables; the
-publisher routes ``frontier``/``outcomes`` values back to the frontier agent in order (one
-queue: per-partition order is kept), collects ``status`` and ``pages``, and refuses a value
-over ``MESSAGE_LIMIT`` as the broker would (``pages``: ``PAGE_LIMIT``). The broker's own
-behaviour (delivery, rebalances) is what ``tests/integration/test_topology*.py`` test.
+``FetchService`` (real ``Stages``, real HTTP) and ``FrontierAgent`` run over dict tables, wired
+only through what the worker itself calls: the agent's ``handle`` per event, the service's
+``start``/``rebuild``/``stop`` (with its catch-up markers), a ``SharedView`` holding the spec and
+the page budget counts, and the publisher protocol both take. The publisher routes
+``frontier``/``outcomes`` values back to the frontier agent in order (one queue: per-partition
+order is kept), collects ``status`` and ``pages``, and refuses a value over ``MESSAGE_LIMIT`` as
+the broker would (``pages``: ``PAGE_LIMIT``). The broker's own behaviour (delivery, rebalances)
+is what ``tests/integration/test_topology*.py`` test.
 """
 
 from __future__ import annotations
@@ -15,39 +18,34 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from streamcrawl.agents.fetch import make_session
+import msgspec
+
+from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
 from streamcrawl.agents.kafka_scheduler import FetchService
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.pipeline import Stages
 from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.state import ORIGINS
 from streamcrawl.schemas.codec import decode, encode
-from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Page, UrlRef, UrlStatus
+from streamcrawl.schemas.records import (
+    CrawlPolicy,
+    FrontierBatch,
+    OriginState,
+    Page,
+    UrlRef,
+    UrlStatus,
+)
+from tests.httpserver import LOOPBACK_GUARD
 
 MESSAGE_LIMIT = 1024 * 1024  # Kafka's default max.message.bytes (the topics but pages)
 PAGE_LIMIT = 16 * 1024 * 1024  # the pages topic's (Settings.max_message_bytes)
-SETTLE = 0.5  # seconds of nothing in flight and nothing queued that end the crawl
+SETTLE = 0.1  # seconds of empty queues and an idle agent that end the crawl
+_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
 
 
 class MessageTooLarge(Exception):
     """What the broker answers to a value over the topic's max.message.bytes."""
-
-
-class View:
-    """The one crawl's rules; no other partition admits anything (no page budget sharing)."""
-
-    def __init__(self, rules: CrawlRules) -> None:
-        self._rules = rules
-
-    def rules(self, crawl_id: str) -> CrawlRules | None:
-        return self._rules if crawl_id == self._rules.policy.crawl_id else None
-
-    async def wait_rules(self, crawl_id: str, timeout: float) -> CrawlRules | None:
-        return self.rules(crawl_id)
-
-    def admitted_elsewhere(self, crawl_id: str, partition: int, partitions: int) -> int:
-        return 0
 
 
 @dataclass
@@ -65,12 +63,14 @@ class AgentsCrawl:
     def __post_init__(self) -> None:
         self.rules = CrawlRules.from_policy(self.policy)
         self.store = TableStore({}, {}, {})
+        self.view = SharedView(None, "t.control", "t.budget", self.metrics)  # type: ignore[arg-type]
+        self.view.policies[self.policy.crawl_id] = self.policy
         self._inbox: asyncio.Queue[tuple[str, int, bytes]] = asyncio.Queue()
         self._offset = 0
-        view = View(self.rules)
+        self._busy = False
         self.service = FetchService(
             store=self.store,
-            view=view,  # type: ignore[arg-type]
+            view=self.view,
             publish=self._publish,
             mark=self._mark,
             unstick=lambda _p: None,
@@ -78,10 +78,11 @@ class AgentsCrawl:
             partitions=self.partitions,
             concurrency=self.concurrency,
             page_bytes=PAGE_LIMIT,
+            guard=LOOPBACK_GUARD,
         )
         self.agent = FrontierAgent(
             store=self.store,
-            view=view,  # type: ignore[arg-type]
+            view=self.view,
             publish=self._publish,
             hook=self.service,
             metrics=self.metrics,
@@ -102,26 +103,45 @@ class AgentsCrawl:
                 self.statuses.append(decode("status", value))
             elif short == "pages":
                 self.pages.append(decode("pages", value))
+            elif short == "budget":
+                self.view.budgets[key] = int(value)
 
     async def _mark(self, partition: int, value: bytes) -> None:
-        return None
+        self._inbox.put_nowait(("outcomes", partition, value))
 
     async def _consume(self) -> None:
+        """The frontier agent's stream: one ``handle`` per event, in order."""
         while True:
             short, partition, value = await self._inbox.get()
             self._offset += 1
+            self._busy = True
             await self.agent.handle(Where(f"t.{short}", partition, self._offset), value)
-            self._inbox.task_done()
+            self._busy = False
 
     def _idle(self) -> bool:
-        svc = self.service
-        return self._inbox.empty() and not svc._inflight and len(svc.scheduler) == 0
+        """Nothing queued for the agent and every origin's queue empty: a fetched URL stays at
+        its queue head until its outcome was applied, so nothing is in flight either."""
+        drained = all(
+            (state := _decode_origin(raw)).head >= state.tail for _, raw in self.store.scan(ORIGINS)
+        )
+        return self._inbox.empty() and not self._busy and drained
 
     async def run(self, timeout: float = 60.0) -> AgentsCrawl:
-        """Seed, crawl until nothing is queued or in flight for ``SETTLE`` s (or ``timeout``)."""
-        svc = self.service
-        svc.owned = set(range(self.partitions))
-        svc._stages = Stages(make_session(self.policy, limit=self.concurrency), svc._seen)
+        """Seed, crawl until idle for ``SETTLE`` s; fails after ``timeout`` s."""
+        consumer = asyncio.create_task(self._consume())
+        await self.service.start()
+        try:
+            self.service.rebuild(set(range(self.partitions)))  # markers first, as on assignment
+            await self._seed()
+            await self._wait_idle(consumer, timeout)
+        finally:
+            await self.service.stop()
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
+        return self
+
+    async def _seed(self) -> None:
+        """One frontier batch per seed origin, as ``streamcrawl seed`` publishes them."""
         seeds: dict[str, list[UrlRef]] = {}
         for seed in self.policy.seeds:
             canon = self.rules.canonicalizer.canonicalize(seed)
@@ -129,28 +149,22 @@ class AgentsCrawl:
         for origin, refs in seeds.items():
             batch = FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
             await self._publish("frontier", [(origin.encode(), encode(batch))])
-        tasks = [asyncio.create_task(self._consume()), asyncio.create_task(svc._dispatch_loop())]
+
+    async def _wait_idle(self, consumer: asyncio.Task[None], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         idle_since: float | None = None
-        try:
-            while time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-                if not self._idle():
-                    idle_since = None
-                elif idle_since is None:
-                    idle_since = time.monotonic()
-                elif time.monotonic() - idle_since >= SETTLE:
-                    break
-            else:
+        while True:
+            await asyncio.sleep(0.02)
+            if consumer.done():
+                consumer.result()  # the agent raised: fail with its error
+            if time.monotonic() > deadline:
                 raise AssertionError(f"the agents did not finish within {timeout} s")
-        finally:
-            svc.stopping = True
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await svc._finish(list(svc._inflight), 1.0)
-            await svc._stages.session.close()
-        return self
+            if not self._idle():
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= SETTLE:
+                return
 
     def states(self) -> dict[str, UrlStatus]:
         """URL -> its terminal status; fails if a URL got two."""

@@ -1,6 +1,6 @@
 """Kafka administration for the Kafka wiring: the topics, and the compacted ``control`` topic.
 
-Topics (ARCHITECTURE §2), all with ``settings.partitions`` partitions:
+Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partitions`` partitions:
 
 =====================  =========================================================================
 ``<prefix>.frontier``  FrontierBatch, keyed by origin
@@ -8,8 +8,6 @@ Topics (ARCHITECTURE §2), all with ``settings.partitions`` partitions:
 ``<prefix>.pages``     Page, keyed by origin; zstd, ``max.message.bytes`` from the settings
 ``<prefix>.status``    UrlStatus (terminal URL states), keyed by origin; consumed by the sink
 ``<prefix>.control``   CrawlPolicy keyed by crawl id; ``cleanup.policy=compact``
-``<prefix>.counts``    PartitionCounts (agents/kafka_counts.py): partition p = frontier partition
-                       p's terminal-state counts; compacted; read by ``status``
 =====================  =========================================================================
 
 Faust's own changelog and repartition topics are created by Faust, not here.
@@ -37,12 +35,14 @@ from confluent_kafka.cimpl import NewTopic
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology import kafka_errors
 from streamcrawl.topology.kafka_clients import librdkafka_config, librdkafka_producer_config
+from streamcrawl.topology.kafka_errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts")
+TOPICS = ("frontier", "outcomes", "pages", "status", "control")
 # Faust's table changelogs. Created here, not left to the worker: a worker that creates them
 # itself can read the broker's metadata before the new topic is in it and then crash-loops on
 # "changelog topic has 0 partitions" (seen with a KRaft broker).
@@ -79,31 +79,58 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
         "max.message.bytes": str(settings.max_message_bytes),
     }
     configs["control"] = {"cleanup.policy": "compact"}
-    # Partition p's last message is its whole count (agents/kafka_counts.py); compaction only
-    # bounds the topic's size, so rolled segments are cleaned early.
-    configs["counts"] = {
-        "cleanup.policy": "compact",
-        "segment.ms": "600000",
-        "min.cleanable.dirty.ratio": "0.1",
-    }
     return configs
 
 
 def unreachable(settings: Settings, exc: BaseException | None = None) -> CrawlError:
-    """The one-line error for a broker that does not answer."""
-    detail = f" ({exc})" if exc is not None else ""
-    return CrawlError(
-        f"cannot reach Kafka at {settings.kafka_bootstrap} within {CONNECT_TIMEOUT_S:g} s: "
-        f"is the broker up? (STREAMCRAWL_KAFKA_BOOTSTRAP / --kafka-bootstrap){detail}"
-    )
+    """The one-line error for a broker that does not answer within ``CONNECT_TIMEOUT_S``."""
+    return kafka_errors.unreachable(settings, CONNECT_TIMEOUT_S, exc)
 
 
-def existing_partitions(admin: AdminClient, settings: Settings) -> dict[str, int]:
-    """Partition count of every topic that exists; raises CrawlError if Kafka is unreachable."""
-    try:
-        metadata = admin.list_topics(timeout=CONNECT_TIMEOUT_S)
-    except KafkaException as exc:
-        raise unreachable(settings, exc) from None
+def connected_metadata(
+    client: AdminClient | Consumer,
+    settings: Settings,
+    errors: ConnectionErrors,
+    topic: str | None = None,
+) -> Any:
+    """The cluster's metadata (of ``topic`` alone when given), asked every second until
+    ``CONNECT_TIMEOUT_S``; the client's settings must include ``errors.config()``.
+
+    Raises CrawlError as soon as the brokers refused our credentials or certificate (librdkafka
+    keeps retrying those: without ``errors`` the call would only time out), else at the end.
+    """
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            return client.list_topics(topic, timeout=1.0)
+        except KafkaException as exc:
+            last = exc
+        client.poll(0)  # serves error_cb
+        failure = errors.failure(settings)
+        if failure is not None:
+            raise failure
+        if time.monotonic() > deadline:
+            raise unreachable(settings, last)
+
+
+def flush_or_explain(producer: Producer, settings: Settings, errors: ConnectionErrors) -> None:
+    """``flush`` until every message is delivered; raises CrawlError at once for refused
+    credentials or certificate, else after ``CONNECT_TIMEOUT_S`` with messages left."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while producer.flush(1.0) > 0:
+        failure = errors.failure(settings)
+        if failure is not None:
+            raise failure
+        if time.monotonic() > deadline:
+            raise unreachable(settings)
+
+
+def existing_partitions(
+    admin: AdminClient, settings: Settings, errors: ConnectionErrors | None = None
+) -> dict[str, int]:
+    """Partition count of every topic that exists; raises CrawlError if Kafka is unreachable
+    (explained when ``errors`` is the client's ``error_cb``, see ``connected_metadata``)."""
+    metadata = connected_metadata(admin, settings, errors or ConnectionErrors())
     return {name: len(meta.partitions) for name, meta in metadata.topics.items() if not meta.error}
 
 
@@ -131,8 +158,9 @@ def create_topics(settings: Settings) -> list[str]:
     count than ``settings.partitions`` (keys would move to other partitions), and
     ``CrawlError`` if Kafka cannot be reached or refuses a request.
     """
-    admin = AdminClient(librdkafka_config(settings))
-    existing = existing_partitions(admin, settings)
+    errors = ConnectionErrors()
+    admin = AdminClient(librdkafka_config(settings) | errors.config())
+    existing = existing_partitions(admin, settings, errors)
     configs = topic_configs(settings)
     wanted = {changelog_name(settings, t): {"cleanup.policy": "compact"} for t in TABLES}
     wanted |= {topic_name(settings, short): configs[short] for short in TOPICS}
@@ -230,15 +258,20 @@ def read_control(settings: Settings) -> dict[str, CrawlPolicy]:
     skipped. Raises CrawlError if Kafka is unreachable or the topic does not exist.
     """
     name = topic_name(settings, "control")
-    conf = librdkafka_config(settings) | {
-        "group.id": f"streamcrawl-cli-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-    }
+    errors = ConnectionErrors()
+    conf = (
+        librdkafka_config(settings)
+        | errors.config()
+        | {
+            "group.id": f"streamcrawl-cli-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer = Consumer(conf)
     try:
-        partitions = assign_all(consumer, settings, name, OFFSET_BEGINNING)
+        partitions = assign_all(consumer, settings, errors, name, OFFSET_BEGINNING)
         policies: dict[str, CrawlPolicy] = {}
         for msg in consume_to_end(consumer, partitions):
             crawl_id = (msg.key() or b"").decode("utf-8", "replace")
@@ -255,12 +288,14 @@ def read_control(settings: Settings) -> dict[str, CrawlPolicy]:
         consumer.close()
 
 
-def assign_all(consumer: Consumer, settings: Settings, name: str, offset: int) -> int:
-    """Assign every partition of topic ``name`` at ``offset``; returns the partition count."""
-    try:
-        metadata = consumer.list_topics(name, timeout=CONNECT_TIMEOUT_S)
-    except KafkaException as exc:
-        raise unreachable(settings, exc) from None
+def assign_all(
+    consumer: Consumer, settings: Settings, errors: ConnectionErrors, name: str, offset: int
+) -> int:
+    """Assign every partition of topic ``name`` at ``offset``; returns the partition count.
+
+    ``errors`` is the consumer's ``error_cb`` (see ``connected_metadata``).
+    """
+    metadata = connected_metadata(consumer, settings, errors, name)
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None or not topic.partitions:
         raise CrawlError(
@@ -295,7 +330,8 @@ def consume_to_end(consumer: Consumer, partitions: int, *, follow: bool = False)
 
 def publish_control(settings: Settings, policy: CrawlPolicy) -> None:
     """Publish ``policy`` on the control topic keyed by its crawl id; waits for the ack."""
-    producer = Producer(librdkafka_producer_config(settings))
+    errors = ConnectionErrors()
+    producer = Producer(librdkafka_producer_config(settings) | errors.config())
     failures: list[str] = []
 
     def delivered(err: KafkaError | None, _msg: Any) -> None:
@@ -308,7 +344,6 @@ def publish_control(settings: Settings, policy: CrawlPolicy) -> None:
         value=encode(policy),
         on_delivery=delivered,
     )
-    if producer.flush(CONNECT_TIMEOUT_S) > 0:
-        raise unreachable(settings)
+    flush_or_explain(producer, settings, errors)
     if failures:
         raise CrawlError(f"cannot publish to {topic_name(settings, 'control')}: {failures[0]}")

@@ -1,7 +1,7 @@
 """The Faust app of the Kafka wiring: topics, tables, agents, services and web endpoints.
 
-Wiring only (ARCHITECTURE §3); the crawl logic is in the pure stages. One ``create_app`` call
-per worker (no module-level app):
+Wiring only (docs/architecture.md, "The Kafka topology"); the crawl logic is in the pure
+stages. One ``create_app`` call per worker (no module-level app):
 
 - ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
 - ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
@@ -11,7 +11,8 @@ per worker (no module-level app):
 - ``GET /metrics`` (Prometheus), ``/healthz`` (the loop runs), ``/readyz`` (partitions assigned,
   tables recovered, specs read).
 
-Exactly-once and the ``confluent://`` transport are deliberately not used (ARCHITECTURE §3).
+Exactly-once and the ``confluent://`` transport are deliberately not used (docs/architecture.md
+says why).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from faust.web import Request, Response, View
 from mode import Service
 
 from streamcrawl.agents.kafka_control import SharedView
-from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
+from streamcrawl.agents.kafka_frontier import FrontierAgent
 from streamcrawl.agents.kafka_scheduler import FetchService
 from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.sink import Sink
 from streamcrawl.topology.admin import app_id, sink_group
+from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
 from streamcrawl.topology.settings import Settings
 
@@ -88,7 +90,6 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
 
     out = {s: topic(s, internal=False) for s in ("frontier", "outcomes", "pages", "status")}
     out["budget"] = topic("budget", internal=True, partitions=1, compacting=True)
-    out["counts"] = topic("counts", internal=False)  # created by `admin create-topics`
 
     async def publish(
         short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
@@ -137,7 +138,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             options=table_options(settings),
         )
 
-    store = TableStore(table("seen"), table("pending"), table("origins"))
+    tables = {name: table(name) for name in ("seen", "pending", "origins")}
+    store = TableStore(tables["seen"], tables["pending"], tables["origins"])
     view = SharedView(
         aiokafka_connection(settings), f"{prefix}.control", f"{prefix}.budget", metrics
     )
@@ -153,6 +155,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         page_bytes=settings.max_message_bytes,
         max_origins=settings.max_origins_in_memory,
         halted=lambda: bool(app.should_stop),
+        guard=settings.address_guard(),
     )
     frontier = FrontierAgent(
         store=store,
@@ -161,17 +164,14 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         hook=fetcher,
         metrics=metrics,
         partitions=settings.partitions,
+        commit=DurableCommit(app, prefix, tables, metrics),
     )
     frontier_topic = f"{prefix}.frontier"
 
     @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
-        timing = metrics.frontier_event
-        async for event in stream.events():
-            msg = event.message
-            started = time.perf_counter()
-            await frontier.handle(Where(msg.topic, msg.partition, msg.offset), msg.value)
-            timing.labels(msg.topic.rpartition(".")[2]).observe(time.perf_counter() - started)
+        # Batches of what is buffered, acknowledged once durable (topology/batching.py).
+        await run_batches(stream, frontier, metrics)
 
     sinker = None
     if settings.sink_enabled:

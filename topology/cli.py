@@ -14,6 +14,7 @@ from streamcrawl.topology.cli_options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     OneLineParser,
+    add_allow_network_flag,
     add_policy_flags,
     positive_int,
 )
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--no-progress", action="store_true", help="no progress bar even on a terminal"
     )
+    add_allow_network_flag(crawl)
     add_policy_flags(crawl)
 
     demo = sub.add_parser("demo", help="serve a small bundled site on 127.0.0.1 and crawl it")

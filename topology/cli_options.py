@@ -8,6 +8,7 @@ through ``cli.py``).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, get_type_hints
@@ -227,3 +228,24 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         return check(policy)
     except BadMessage as exc:
         raise ConfigError(str(exc)) from None
+
+
+def add_allow_network_flag(p: argparse.ArgumentParser) -> None:
+    """``--allow-network`` of ``crawl`` and ``worker``: a process setting, never part of a crawl
+    spec (whoever starts a crawl must not widen what the workers' network may reach)."""
+    p.add_argument(
+        "--allow-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="also connect to this non-public network, e.g. 10.0.0.0/8 (repeatable; env "
+        "STREAMCRAWL_ALLOW_NETWORKS; default: public addresses only, plus the seeds' own "
+        "addresses for crawl)",
+    )
+
+
+def allowed_networks(args: argparse.Namespace) -> str:
+    """``--allow-network`` flags, else ``STREAMCRAWL_ALLOW_NETWORKS``, comma-separated."""
+    from streamcrawl.agents.netguard import ENV_ALLOW_NETWORKS
+
+    return ",".join(args.allow_network) or os.environ.get(ENV_ALLOW_NETWORKS, "")

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from streamcrawl.topology.cli_options import add_policy_flags
+from streamcrawl.topology.cli_options import add_allow_network_flag, add_policy_flags
 
 KAFKA_COMMANDS = ("worker", "seed", "pages", "status", "pause", "resume", "stop", "admin")
 
@@ -41,6 +41,7 @@ def add_kafka_commands(sub: Any) -> None:
     worker.add_argument(
         "--concurrency", type=int, help="fetches in flight (env STREAMCRAWL_CONCURRENCY)"
     )
+    add_allow_network_flag(worker)
 
     seed = sub.add_parser("seed", help="publish a crawl spec and its seed URLs")
     seed.add_argument("urls", nargs="+", metavar="URL")
@@ -58,9 +59,6 @@ def add_kafka_commands(sub: Any) -> None:
     _cassandra_flags(status)
     status.add_argument("--crawl-id", help="one crawl (default: all)")
     status.add_argument("--json", action="store_true", help="one JSON object")
-    status.add_argument(
-        "--exact", action="store_true", help="count the state rows in Cassandra (reads them all)"
-    )
 
     for verb in ("pause", "resume", "stop"):
         control = sub.add_parser(verb, help=f"{verb} a crawl")

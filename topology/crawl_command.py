@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.cli_options import EXIT_INTERRUPTED, policy_from_args
+from streamcrawl.topology.cli_options import EXIT_INTERRUPTED, allowed_networks, policy_from_args
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -25,6 +25,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         progress=not args.no_progress and sys.stderr.isatty(),
         as_json=args.json,
+        allow_networks=allowed_networks(args),
     )
     return EXIT_INTERRUPTED if summary["interrupted"] else 0
 
@@ -37,13 +38,26 @@ def run_embedded(
     concurrency: int,
     progress: bool,
     as_json: bool,
+    allow_networks: str = "",
 ) -> dict[str, object]:
-    """Run an embedded crawl with the progress bar and print the summary."""
+    """Run an embedded crawl with the progress bar and print the summary.
+
+    ``allow_networks``: comma-separated CIDRs for the SSRF guard (``ConfigError`` if bad).
+    """
+    from streamcrawl.agents.netguard import parse_networks
     from streamcrawl.topology.embedded import EmbeddedCrawl, install_signal_handlers
     from streamcrawl.topology.progress import ProgressBar, print_summary
 
+    networks = parse_networks([allow_networks])
+
     async def go() -> dict[str, object]:
-        crawl = EmbeddedCrawl(policy, out_dir=out, state_dir=state_dir, concurrency=concurrency)
+        crawl = EmbeddedCrawl(
+            policy,
+            out_dir=out,
+            state_dir=state_dir,
+            concurrency=concurrency,
+            allow_networks=networks,
+        )
         install_signal_handlers(crawl)
         with ProgressBar(enabled=progress) as bar:
             summary = await crawl.run(bar.update)

@@ -12,14 +12,17 @@ import logging
 import signal
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import msgspec
+from aiohttp.abc import AbstractResolver
 
 from streamcrawl.agents.fetch import make_session
 from streamcrawl.agents.frontier import Frontier, admitted_count, load_origin, seen_key
+from streamcrawl.agents.netguard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.pipeline import Report, Stages, wait_first
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.agents.scheduler import Dispatch, Scheduler
@@ -77,8 +80,16 @@ class EmbeddedCrawl:
         state_dir: Path,
         concurrency: int = 64,
         store: Store | None = None,
+        allow_networks: Sequence[IPNetwork] = (),
+        resolver: AbstractResolver | None = None,
     ) -> None:
+        """``allow_networks``: non-public networks fetches may reach (the SSRF guard); the
+        addresses the seeds' hosts resolve to at start are always allowed, so a local crawl
+        works, but a link to any other non-public address is refused (``blocked``).
+        ``resolver``: aiohttp's DNS resolver instead of the system's (tests)."""
         self.policy = policy
+        self.allow_networks = tuple(allow_networks)
+        self.resolver = resolver
         self.rules = CrawlRules.from_policy(policy)
         self.out_dir = out_dir
         self.concurrency = concurrency
@@ -177,7 +188,9 @@ class EmbeddedCrawl:
         started = time.monotonic()
         self._restore()
         tasks: dict[asyncio.Task[Report], Dispatch] = {}
-        session = make_session(self.policy, limit=self.concurrency)
+        session = make_session(
+            self.policy, guard=await self._guard(), limit=self.concurrency, resolver=self.resolver
+        )
         stages = Stages(session, self._seen)
         try:
             while not self._stopping.is_set():
@@ -204,6 +217,12 @@ class EmbeddedCrawl:
             self.sink.close()
             self.store.close()
         return self.summary
+
+    async def _guard(self) -> AddressGuard:
+        seeds = await seed_addresses(self.policy.seeds)
+        if seeds:
+            log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
+        return AddressGuard(self.allow_networks).with_addresses(seeds)
 
     async def _wait(self, tasks: dict[asyncio.Task[Report], Dispatch]) -> None:
         ready_at = self.scheduler.next_ready_at()

@@ -21,12 +21,14 @@ from typing import Any
 import msgspec
 
 from streamcrawl.agents.errors import CrawlError
-from streamcrawl.agents.sink import CrawlStats
 from streamcrawl.schemas.codec import BadMessage, decode
-from streamcrawl.schemas.records import CrawlRunState
-from streamcrawl.topology import admin, kafka_clients, kafka_status
+from streamcrawl.schemas.records import CrawlRunState, TerminalState
+from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.cli_options import policy_from_args
+from streamcrawl.topology.kafka_errors import ConnectionErrors, check_worker_connection
 from streamcrawl.topology.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
@@ -74,25 +76,15 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status [--crawl-id ID] [--json] [--exact]``: counts per terminal state.
+    """``status [--crawl-id ID] [--json]``: counts per terminal state, from Cassandra.
 
-    From the frontier agents' per-partition counts on ``<prefix>.counts`` (one message per
-    partition, ``topology/kafka_status.py``), with the sink's lag; ``--exact`` counts the
-    state rows in Cassandra instead (reads every row of the crawl). With ``--json`` prints ONE
-    object ``{"crawl_id", "states", "pages_per_s", "source", ...}`` where ``states`` has every
-    terminal state (0 when none) and ``source`` is ``counts`` (then also ``sink_lag``: messages
-    the sink has not written yet, null before its first commit) or ``cassandra``. Without
-    ``--crawl-id`` the object sums all crawls (``crawl_id`` null) and adds
-    ``"crawls": {id: {"states", "pages_per_s"}}``.
+    With ``--json`` prints ONE object ``{"crawl_id", "states", "pages_per_s"}`` where
+    ``states`` has every terminal state (0 when none). Without ``--crawl-id`` the object sums
+    all crawls (``crawl_id`` null) and adds ``"crawls": {id: {"states", "pages_per_s"}}``.
     """
     settings = _settings(args)
-    if getattr(args, "exact", False):
-        _quiet_cassandra_driver()
-        stats = asyncio.run(_cassandra_stats(settings, args.crawl_id))
-        report = kafka_status.report(stats, args.crawl_id, source="cassandra")
-    else:
-        stats, lag = kafka_status.read_status(settings)
-        report = kafka_status.report(stats, args.crawl_id, source="counts", sink_lag=lag)
+    _quiet_cassandra_driver()
+    report = asyncio.run(_status_report(settings, args.crawl_id))
     if args.json:
         print(json.dumps(report, sort_keys=False))
     else:
@@ -100,15 +92,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _cassandra_stats(settings: Settings, crawl_id: str | None) -> dict[str, CrawlStats]:
+async def _status_report(settings: Settings, crawl_id: str | None) -> dict[str, Any]:
     from streamcrawl.agents.sink_cassandra import CassandraSink
 
     sink = CassandraSink(settings.cassandra_config())
     await sink.start()
     try:
-        return await sink.stats(crawl_id)
+        stats = await sink.stats(crawl_id)
     finally:
         await sink.stop()
+    crawls: dict[str, dict[str, Any]] = {
+        cid: {"states": s.all_states(), "pages_per_s": s.pages_per_s()}
+        for cid, s in sorted(stats.items())
+    }
+    if crawl_id is not None:
+        one = crawls.get(crawl_id) or {"states": _zero_states(), "pages_per_s": None}
+        return {"crawl_id": crawl_id, **one}
+    totals = _zero_states()
+    for crawl in crawls.values():
+        for state, n in crawl["states"].items():
+            totals[state] += n
+    return {"crawl_id": None, "states": totals, "pages_per_s": None, "crawls": crawls}
+
+
+def _zero_states() -> dict[str, int]:
+    return {state.value: 0 for state in TerminalState}
 
 
 def _print_status(report: dict[str, Any]) -> None:
@@ -118,9 +126,6 @@ def _print_status(report: dict[str, Any]) -> None:
     if not crawls:
         print("no crawls recorded yet")
         return
-    lag = report.get("sink_lag")
-    if report.get("source") == "counts":
-        print("sink lag: " + ("not started" if lag is None else f"{lag} messages"))
     for crawl_id, crawl in crawls.items():
         rate = crawl["pages_per_s"]
         print(f"crawl {crawl_id}" + (f"  ({rate:.2f} pages/s)" if rate is not None else ""))
@@ -145,19 +150,24 @@ def cmd_pages(args: argparse.Namespace) -> int:
     throwaway consumer group and never commits, so it cannot disturb the workers.
     """
     settings = _settings(args)
-    conf = kafka_clients.librdkafka_config(settings) | {
-        "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-    }
+    errors = ConnectionErrors()
+    conf = (
+        kafka_clients.librdkafka_config(settings)
+        | errors.config()
+        | {
+            "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        }
+    )
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer
 
     consumer = Consumer(conf)
     try:
         name = admin.topic_name(settings, "pages")
         start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-        partitions = admin.assign_all(consumer, settings, name, start)
+        partitions = admin.assign_all(consumer, settings, errors, name, start)
         for msg in admin.consume_to_end(consumer, partitions, follow=args.follow):
             line = _page_line(msg.value(), args.crawl_id, msg.offset())
             if line is not None:
@@ -258,10 +268,33 @@ def cmd_worker(args: argparse.Namespace) -> int:
         state_dir=getattr(args, "state_dir", None),
         web_port=getattr(args, "web_port", None),
         concurrency=getattr(args, "concurrency", None),
+        allow_networks=",".join(getattr(args, "allow_network", [])) or None,
     )
+    _check_services(settings)
     worker = make_worker(create_app(settings), settings.log_level)
     worker.execute_from_commandline()
     return 0  # not reached: the worker exits the process itself
+
+
+def _check_services(settings: Settings) -> None:
+    """Before the worker starts: can it use Kafka, and will Cassandra take the sink's
+    credentials? A refusal (credentials, certificate, TLS) or a Kafka that does not answer is
+    then one line and exit 1, not a Faust crash with a traceback. A Cassandra that does not
+    answer yet is only logged: the sink connects when it first writes."""
+    check_worker_connection(settings, admin.CONNECT_TIMEOUT_S)
+    if settings.sink_enabled:
+        from streamcrawl.agents.cassandra_security import CassandraRefused
+        from streamcrawl.agents.sink_cassandra_driver import connect
+
+        _quiet_cassandra_driver()
+        try:
+            cluster, _ = connect(settings.cassandra_config())
+        except CassandraRefused:
+            raise
+        except CrawlError as exc:
+            log.warning("%s; the sink will try again", exc)
+        else:
+            cluster.shutdown()
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
@@ -286,7 +319,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
     for seed in policy.seeds:
         canon = canonicalizer.canonicalize(seed)
         by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
-    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+    errors = ConnectionErrors()
+    producer = Producer(kafka_clients.librdkafka_producer_config(settings) | errors.config())
     failures: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -297,8 +331,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     for origin, refs in by_origin.items():
         batch = FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
         producer.produce(frontier, key=origin.encode(), value=encode(batch), on_delivery=delivered)
-    if producer.flush(admin.CONNECT_TIMEOUT_S) > 0:
-        raise admin.unreachable(settings)
+    admin.flush_or_explain(producer, settings, errors)
     if failures:
         raise CrawlError(f"cannot publish seeds to {frontier}: {failures[0]}")
     print(crawl_id)

@@ -7,6 +7,7 @@ services are and how big the worker is.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.netguard import AddressGuard, parse_networks
 from streamcrawl.agents.sink_config import CassandraConfig
 
 ENV_PREFIX = "STREAMCRAWL_"
@@ -75,6 +77,12 @@ class Settings(BaseSettings):
         description="RocksDB memory per table partition a worker holds (memtables + block "
         "cache), MiB; a worker holds 3 tables x its partitions.",
     )
+    allow_networks: str = Field(
+        "",
+        description="CIDRs the SSRF guard lets fetches connect to although they are not "
+        "public addresses (loopback, private, link-local...), comma-separated; "
+        "empty: public addresses only.",
+    )
     web_host: str = Field("0.0.0.0", description="Bind address of the worker's web port.")
     web_port: int = Field(6066, ge=1, le=65535, description="Worker web port: health, /metrics.")
     concurrency: int = Field(
@@ -109,6 +117,18 @@ class Settings(BaseSettings):
                 "true: set it to connect over TLS, or drop the CA file"
             )
         return self
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _cidrs(cls, value: str) -> str:
+        try:
+            return ",".join(str(net) for net in parse_networks([value]))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    def address_guard(self) -> AddressGuard:
+        """The SSRF guard of this worker's fetches (``allow_networks`` allowed)."""
+        return AddressGuard(parse_networks([self.allow_networks]))
 
     def cassandra_contact_points(self) -> tuple[list[str], int]:
         """Hosts and the (single) port of ``cassandra_hosts``; the driver takes one port."""
@@ -150,11 +170,16 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**given)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        raise ConfigError(format_validation_error(exc, flags=set(given))) from None
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """One readable line per problem: ``STREAMCRAWL_PARTITIONS: Input should be ... (got 'x')``."""
+def format_validation_error(exc: ValidationError, flags: Collection[str] = ()) -> str:
+    """One readable line per problem, naming where the bad value came from: the flag when it
+    was given as one (``flags``: the fields given as flags), else the environment variable
+    (most settings have no flag).
+
+    ``invalid setting --partitions (STREAMCRAWL_PARTITIONS): Input should be ...``
+    """
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
@@ -162,7 +187,9 @@ def format_validation_error(exc: ValidationError) -> str:
             lines.append(f"invalid settings: {err['msg'].removeprefix('Value error, ')}")
             continue
         name = f"{ENV_PREFIX}{loc.upper()}"
-        lines.append(f"invalid setting {name} / --{loc.replace('_', '-')}: {err['msg']}")
+        if loc in flags:
+            name = f"--{loc.replace('_', '-')} ({name})"
+        lines.append(f"invalid setting {name}: {err['msg']}")
     return "; ".join(lines)
 
 

@@ -206,6 +206,19 @@ def test_rendered_settings_are_valid(
         Settings()
 
 
+def test_allow_networks_reach_the_workers_guard(helm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = template(helm, "--set", "worker.allowNetworks={10.1.0.0/16,fd00::/8}")
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]
+    assert data["STREAMCRAWL_ALLOW_NETWORKS"] == "10.1.0.0/16,fd00::/8"
+    monkeypatch.setenv("STREAMCRAWL_ALLOW_NETWORKS", data["STREAMCRAWL_ALLOW_NETWORKS"])
+    guard = Settings().address_guard()
+    assert guard.allows("10.1.2.3") and guard.allows("fd00::1") and not guard.allows("10.2.0.1")
+    default = one(list(_render(helm, "default")), "ConfigMap")["data"]
+    assert default["STREAMCRAWL_ALLOW_NETWORKS"] == ""  # public addresses only
+
+
 def secret_env_names() -> set[str]:
     return {
         "STREAMCRAWL_" + name.upper()
@@ -226,14 +239,29 @@ def test_credentials_come_from_existing_secrets(manifests: list[dict[str, Any]])
         env = container_env(manifests, container)
         for name in secret_names & set(env):
             assert "secretKeyRef" in env[name].get("valueFrom", {}), f"{name} not from a Secret"
-        if "STREAMCRAWL_KAFKA_SSL_CAFILE" in env:
-            cafile = env["STREAMCRAWL_KAFKA_SSL_CAFILE"]["value"]
-            volumes = {v["name"]: v for v in spec["volumes"]}
-            mounts = [
-                m for m in container["volumeMounts"] if cafile.startswith(m["mountPath"] + "/")
-            ]
-            assert mounts, f"{doc['kind']}: CA file {cafile} is not on a mounted volume"
-            assert "secret" in volumes[mounts[0]["name"]], "the CA must come from a Secret"
+        for name in CA_FILES & set(env):
+            secret, key = ca_secret_of(spec, container, env[name]["value"])
+            assert secret and key, f"{doc['kind']}: {name} is not a key of a mounted Secret"
+
+
+CA_FILES = {"STREAMCRAWL_KAFKA_SSL_CAFILE", "STREAMCRAWL_CASSANDRA_SSL_CAFILE"}
+
+
+def ca_secret_of(
+    spec: dict[str, Any], container: dict[str, Any], cafile: str
+) -> tuple[str | None, str | None]:
+    """(Secret name, key) that the file ``cafile`` of the container comes from, or Nones."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        if not cafile.startswith(mount["mountPath"] + "/"):
+            continue
+        secret = volumes[mount["name"]].get("secret")
+        if secret is None:
+            return None, None
+        path = cafile.removeprefix(mount["mountPath"] + "/")
+        keys = {item["path"]: item["key"] for item in secret.get("items", [])}
+        return secret["secretName"], keys.get(path)
+    return None, None
 
 
 def test_production_values_wire_every_credential(helm: str) -> None:
@@ -246,8 +274,40 @@ def test_production_values_wire_every_credential(helm: str) -> None:
         "STREAMCRAWL_CASSANDRA_PASSWORD",
         "STREAMCRAWL_KAFKA_SSL_CAFILE",
         "STREAMCRAWL_KAFKA_SASL_MECHANISM",
+        "STREAMCRAWL_CASSANDRA_SSL",
+        "STREAMCRAWL_CASSANDRA_SSL_CAFILE",
     ):
         assert name in env, name
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+def test_the_cas_come_from_the_secrets_named_in_values(helm: str, kind: str) -> None:
+    """Each CA file the app reads is the key of the Secret the values name, in every pod."""
+    docs = list(_render(helm, "ci/production-values.yaml"))
+    values = yaml.safe_load((CHART / "ci" / "production-values.yaml").read_text())
+    wanted = {
+        "STREAMCRAWL_KAFKA_SSL_CAFILE": values["kafka"]["tls"],
+        "STREAMCRAWL_CASSANDRA_SSL_CAFILE": values["cassandra"]["tls"],
+    }
+    pods = [(d, s, c) for d, s, c in streamcrawl_containers(docs) if d["kind"] == kind]
+    assert pods
+    for _, spec, container in pods:
+        env = container_env(docs, container)
+        assert env["STREAMCRAWL_CASSANDRA_SSL"]["value"] == "true"
+        for name, tls in wanted.items():
+            found = ca_secret_of(spec, container, env[name]["value"])
+            assert found == (tls["caSecret"], tls.get("caKey", "ca.crt")), name
+
+
+def test_cassandra_tls_without_a_ca_secret_uses_the_system_cas(helm: str) -> None:
+    proc = template(helm, "--set", "cassandra.tls.enabled=true")
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    for _, spec, container in streamcrawl_containers(docs):
+        env = container_env(docs, container)
+        assert env["STREAMCRAWL_CASSANDRA_SSL"]["value"] == "true"
+        assert "STREAMCRAWL_CASSANDRA_SSL_CAFILE" not in env
+        assert "cassandra-ca" not in {v["name"] for v in spec["volumes"]}
 
 
 def accepted_flags(parser: argparse.ArgumentParser) -> dict[tuple[str, ...], set[str]]:
@@ -471,11 +531,10 @@ def test_render_fails_when_replicas_exceed_partitions(helm: str, values: str) ->
             "set kafka.sasl.existingSecret",
         ),
         (["--set", "kafka.tls.caSecret=ca"], "use SSL or SASL_SSL"),
+        (["--set", "cassandra.tls.caSecret=ca"], "cassandra.tls.enabled is false"),
     ],
 )
-def test_render_fails_on_inconsistent_kafka_security(
-    helm: str, values: list[str], message: str
-) -> None:
+def test_render_fails_on_inconsistent_security(helm: str, values: list[str], message: str) -> None:
     proc = template(helm, *values)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
 
@@ -551,3 +610,48 @@ def test_autoscaling_measures_the_workers_consumer_group(helm: str) -> None:
     (scaled,) = of_kind(docs, "ScaledObject")
     groups = {t["metadata"]["consumerGroup"] for t in scaled["spec"]["triggers"]}
     assert groups == {app_id(Settings(topic_prefix="crawlx"))}
+
+
+# --- NetworkPolicy (defence in depth behind the SSRF guard) ---------------------------------
+
+
+def test_production_network_policy_allows_dns_services_and_public_addresses_only(
+    helm: str,
+) -> None:
+    from streamcrawl.agents import netguard
+
+    docs = list(_render(helm, "ci/production-values.yaml"))
+    policy = one(docs, "NetworkPolicy")
+    worker = one(docs, "StatefulSet")
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
+    assert spec["policyTypes"] == ["Egress"]
+    dns, kafka, cassandra, public = spec["egress"]
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+    # Ports from kafka.bootstrap (crawl-kafka-bootstrap.kafka.svc:9093) and cassandra.hosts.
+    assert kafka["ports"] == [{"protocol": "TCP", "port": 9093}]
+    assert kafka["to"][0]["podSelector"]["matchLabels"]["strimzi.io/cluster"] == "crawl"
+    assert cassandra["ports"] == [{"protocol": "TCP", "port": 9042}]
+    assert "ports" not in public  # any port, but only public addresses
+    v4, v6 = (peer["ipBlock"] for peer in public["to"])
+    assert (v4["cidr"], v6["cidr"]) == ("0.0.0.0/0", "::/0")
+    # The same ranges as the guard refuses (NAT64 left to the guard, which reads inside it).
+    guard = {str(n) for n in netguard._BLOCKED}
+    assert set(v4["except"]) | set(v6["except"]) == guard
+    assert "169.254.0.0/16" in v4["except"] and "fc00::/7" in v6["except"]
+
+
+def test_network_policy_adds_allow_networks_and_needs_its_peers(helm: str) -> None:
+    values = [*CASES["ci/production-values.yaml"], "--set", "worker.allowNetworks={10.5.0.0/16}"]
+    proc = template(helm, *values)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    public = one(docs, "NetworkPolicy")["spec"]["egress"][3]
+    assert public["to"][2] == {"ipBlock": {"cidr": "10.5.0.0/16"}}
+    assert of_kind(list(_render(helm, "default")), "NetworkPolicy") == []
+    proc = template(helm, "--set", "networkPolicy.enabled=true")
+    assert proc.returncode != 0
+    assert "networkPolicy.enabled needs networkPolicy.kafka and networkPolicy.cassandra" in (
+        proc.stderr
+    )

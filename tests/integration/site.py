@@ -103,6 +103,8 @@ class Cluster:
             "STREAMCRAWL_CASSANDRA_KEYSPACE": f"topo_{tag}",
             "STREAMCRAWL_PARTITIONS": str(partitions),
             "STREAMCRAWL_LOG_LEVEL": "INFO",
+            # The test sites listen on loopback, which the SSRF guard refuses by default.
+            "STREAMCRAWL_ALLOW_NETWORKS": "127.0.0.0/8",
         }
         cluster = cls(env, tmp)
         admin.create_topics(cluster.settings())

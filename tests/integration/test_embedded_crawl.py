@@ -2,13 +2,14 @@
 
 Each assertion reads the servers' logs: what was really asked, and when. The tests taking the
 ``run_crawl`` fixture (dedupe, robots, redirects, politeness, size cap, budget) run twice: through
-the embedded runner and through the Kafka agents wired in one process (tests/kafka_inprocess.py),
-so the two wirings cannot drift apart unnoticed.
+the embedded runner and through the Kafka agents wired in one process (tests/kafka_agents.py), so
+the two wirings cannot drift apart unnoticed.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.embedded import EmbeddedCrawl
 from tests.httpserver import RecordingServer, html, redirect, slow, stream, text
-from tests.kafka_inprocess import crawl_kafka
+from tests.kafka_agents import AgentsCrawl
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +41,22 @@ async def crawl(tmp_path: Path, seeds: list[str], **policy: object) -> tuple[dic
     pages = [json.loads(line) for line in (tmp_path / "out/pages.jsonl").read_text().splitlines()]
     urls = [json.loads(line) for line in (tmp_path / "out/urls.jsonl").read_text().splitlines()]
     return summary.as_dict(), pages, urls
+
+
+async def crawl_kafka(
+    tmp_path: Path, seeds: list[str], **policy: object
+) -> tuple[dict, list, list]:
+    """``crawl`` through the Kafka agents: the same summary keys, page and URL records."""
+    spec = CrawlPolicy(crawl_id="t", seeds=tuple(seeds), **{"delay": 0.0, **policy})  # type: ignore[arg-type]
+    started = time.monotonic()
+    agents = await AgentsCrawl(spec).run()
+    urls = [msgspec.to_builtins(s) for s in agents.statuses]
+    summary = {
+        "pages": len(agents.pages),
+        "states": Counter(u["state"] for u in urls),
+        "elapsed_s": time.monotonic() - started,
+    }
+    return summary, [msgspec.to_builtins(p) for p in agents.pages], urls
 
 
 Crawl = Callable[..., Awaitable[tuple[dict[str, Any], list[Any], list[Any]]]]

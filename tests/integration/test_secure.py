@@ -4,9 +4,10 @@ with a password over TLS, started once per session by ``scripts/services.sh star
 
 A short crawl goes end to end through them: ``admin create-topics``/``create-schema``, a
 ``streamcrawl worker`` (Faust/aiokafka, and its sink: cassandra-driver), ``seed``, ``pages`` and
-``status`` (confluent-kafka, cassandra-driver). Then each Cassandra command meets a wrong
-password, no password, no TLS and a certificate its CA does not sign: one line on stderr, no
-traceback, exit 1.
+``status`` (confluent-kafka, cassandra-driver). Then each command meets a wrong password and
+a certificate its CA does not sign (and Cassandra's commands no password and no TLS): one line
+on stderr naming the setting to check, no traceback, exit 1, within seconds (the clients keep
+retrying a refusal: only its explanation stops them before the 10 s connect timeout).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import collections
 import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.site import STREAMCRAWL, Cluster, page_requests, serve_site
+from tests.integration.site import STREAMCRAWL, Cluster, free_port, page_requests, serve_site
 
 pytestmark = [pytest.mark.integration, pytest.mark.secure]
 
@@ -143,6 +145,51 @@ def test_a_crawl_runs_end_to_end_through_the_secured_services(
 # --- refusals: one line, exit 1 ----------------------------------------------------------------
 
 CASSANDRA_COMMANDS = [["admin", "create-schema"], ["status"]]
+KAFKA_COMMANDS = [
+    ["admin", "create-topics"],
+    ["seed", "http://127.0.0.1:9/", "--crawl-id", "refused"],
+    ["pages", "--from-beginning"],
+    ["pause", "--crawl-id", "refused"],
+    ["worker"],
+]
+REFUSED_WITHIN_S = 8.0  # under the 10 s connect timeout: the refusal itself was recognised
+
+
+def worker_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """Where a worker that should never start would keep its state and serve its web port."""
+    port = str(free_port())
+    return {**env, "STREAMCRAWL_STATE_DIR": str(tmp_path / "state"), "STREAMCRAWL_WEB_PORT": port}
+
+
+@pytest.mark.parametrize("command", KAFKA_COMMANDS, ids=lambda c: c[0] if c[0] != "admin" else c[1])
+def test_a_wrong_kafka_password_is_one_line(
+    setup_env: dict[str, str], command: list[str], tmp_path: Path
+) -> None:
+    env = {**worker_env(setup_env, tmp_path), "STREAMCRAWL_KAFKA_SASL_PASSWORD": "not-the-password"}
+    started = time.monotonic()
+    done = cli(env, *command)
+    assert time.monotonic() - started < REFUSED_WITHIN_S
+    user = "user 'streamcrawl'"
+    assert_one_line_refusal(done, f"refused the SASL credentials of {user}", "SASL_PASSWORD")
+    assert "not-the-password" not in done.stderr
+
+
+@pytest.mark.parametrize("command", KAFKA_COMMANDS, ids=lambda c: c[0] if c[0] != "admin" else c[1])
+def test_an_untrusted_kafka_certificate_is_one_line(
+    setup_env: dict[str, str], other_ca: Path, command: list[str], tmp_path: Path
+) -> None:
+    env = {**worker_env(setup_env, tmp_path), "STREAMCRAWL_KAFKA_SSL_CAFILE": str(other_ca)}
+    started = time.monotonic()
+    done = cli(env, *command)
+    assert time.monotonic() - started < REFUSED_WITHIN_S
+    assert_one_line_refusal(done, "certificate is not trusted", "STREAMCRAWL_KAFKA_SSL_CAFILE")
+
+
+def test_a_worker_refused_by_cassandra_is_one_line(
+    setup_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**worker_env(setup_env, tmp_path), "STREAMCRAWL_CASSANDRA_PASSWORD": "not-the-password"}
+    assert_one_line_refusal(cli(env, "worker"), "refused the credentials", "CASSANDRA_PASSWORD")
 
 
 def assert_one_line_refusal(done: subprocess.CompletedProcess[str], *expected: str) -> None:

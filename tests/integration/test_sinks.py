@@ -1,7 +1,7 @@
 """One suite over every sink: MemorySink always, CassandraSink against a real node.
 
-The contract (ARCHITECTURE §4 invariant 4): rows keep the version with the newest record time;
-replaying any input leaves the same rows; counts per terminal state are exact.
+The contract (docs/architecture.md, invariant "Idempotent sink"): rows keep the version with the
+newest record time; replaying any input leaves the same rows; counts per terminal state are exact.
 """
 
 from __future__ import annotations

@@ -68,5 +68,5 @@ async def test_the_kafka_wiring_counts_stage_failures(
             crawl_id="t", seeds=(srv.url("/"),), delay=0.0, retries=RETRIES, obey_robots=False
         )
         agents = await AgentsCrawl(policy).run(30)
-    line = f'streamcrawl_stage_failures_total{{kind="page"}} {RETRIES + 1:.1f}'
+    line = f'streamcrawl_pipeline_stage_failures_total{{kind="page"}} {RETRIES + 1:.1f}'
     assert line.encode() in agents.metrics.render().splitlines()

@@ -77,3 +77,31 @@ def test_two_workers_split_origins_and_stay_polite_across_the_rebalance(
                 assert gap >= delay - JITTER, (srv.origin, gap)
     finally:
         cluster.stop_all()
+
+
+def test_sigterm_hands_the_crawl_over_to_the_other_worker(tmp_path: Path) -> None:
+    """A worker stopped with SIGTERM mid-crawl exits 0 and leaves nothing behind: the worker
+    that takes its partitions over finishes the crawl, every URL with exactly one state."""
+    origins, pages, delay = 4, 100, 0.2  # ~20 s of crawling per origin
+    cluster = Cluster.create(tmp_path, partitions=4)
+    try:
+        with serve_site(origins, pages, spread=origins) as servers:
+            first, second = cluster.start_worker("w1"), cluster.start_worker("w2")
+            first.wait_ready()
+            second.wait_ready()  # both in the group: the partitions are split between them
+            cluster.seed([s.url("/") for s in servers], "handoff", "--delay", str(delay))
+            deadline = time.monotonic() + 90
+            while sum(len(page_requests(s)) for s in servers) < 60:
+                assert time.monotonic() < deadline, "the workers do not crawl"
+                time.sleep(0.05)
+            fetched_by_first = first.metric("streamcrawl_fetch_pages_total")
+            first.proc.send_signal(signal.SIGTERM)
+            assert first.proc.wait(60) == 0
+            assert fetched_by_first > 0
+            states = cluster.wait_states(origins * pages, timeout=180)
+            assert collections.Counter(states.values()) == {"fetched": origins * pages}
+            assert len(cluster.rows("pages")) == origins * pages
+            refetched = sum(len(page_requests(s)) - len(set(page_requests(s))) for s in servers)
+            assert refetched <= origins, refetched  # at most the requests cut at the stop
+    finally:
+        cluster.stop_all()

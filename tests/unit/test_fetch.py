@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import email.utils
+import gzip
 import time
 import zlib
 from collections.abc import AsyncIterator
 
 import aiohttp
+import brotli
 import pytest
 from multidict import CIMultiDict
 
-from streamcrawl.agents.charset import decode_html, normalize_charset
+from streamcrawl.agents.charset import BodyTooLarge, Decoder, decode_html, normalize_charset
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.fetch import (
     FetchResult,
@@ -24,6 +26,7 @@ from streamcrawl.agents.fetch import (
 )
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import (
+    LOOPBACK_GUARD,
     RecordingServer,
     Reply,
     bomb,
@@ -42,6 +45,7 @@ UA = "streamcrawl/0.1 (+https://example.com/bot)"
 POLICY = CrawlPolicy(
     crawl_id="t", user_agent=UA, timeout=2.0, connect_timeout=1.0, max_body=100_000
 )
+_ENCODERS = {"gzip": gzip.compress, "deflate": zlib.compress, "br": brotli.compress}
 PAGE = "<html><head><title>t</title></head><body>" + "x" * 500 + "</body></html>"
 
 
@@ -51,7 +55,7 @@ def follow(_: str) -> str | None:
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    s = make_session(POLICY)
+    s = make_session(POLICY, guard=LOOPBACK_GUARD)
     yield s
     await s.close()
 
@@ -380,7 +384,7 @@ def test_join_headers() -> None:
 async def test_sent_at_is_when_the_request_left() -> None:
     policy = CrawlPolicy(crawl_id="t")
     async with RecordingServer({"/": html("<title>x</title>")}) as srv:
-        session = make_session(policy)
+        session = make_session(policy, guard=LOOPBACK_GUARD)
         try:
             before = time.time()
             result = await fetch(session, srv.url("/"), policy, hop_check=lambda _t: None)
@@ -389,3 +393,45 @@ async def test_sent_at_is_when_the_request_left() -> None:
     (request,) = srv.log
     assert before <= result.started_at <= result.sent_at
     assert abs(result.sent_at - request.t) < 0.05  # the server saw it when we sent it
+
+
+@pytest.mark.parametrize(
+    ("encoding", "layers"),
+    [
+        ("gzip, gzip", ("gzip", "gzip")),
+        ("deflate, br", ("deflate", "br")),
+        ("gzip,br", ("gzip", "br")),
+    ],
+)
+def test_nested_content_codings_are_decoded_in_reverse(
+    encoding: str, layers: tuple[str, str]
+) -> None:
+    data = b"<p>" + b"nested " * 1000 + b"</p>"
+    body = data
+    for name in layers:
+        body = _ENCODERS[name](body)
+    decoder = Decoder(encoding, 1 << 20)
+    assert decoder.feed(body) + decoder.flush() == data
+
+
+def test_a_nested_bomb_stops_at_the_cap() -> None:
+    inner = gzip.compress(b"\0" * (64 << 20))
+    decoder = Decoder("gzip, gzip", 1 << 20)
+    with pytest.raises(BodyTooLarge):
+        decoder.feed(gzip.compress(inner))
+        decoder.flush()
+
+
+def test_too_many_codings_are_refused() -> None:
+    with pytest.raises(FetchPermanent, match="content codings"):
+        Decoder("gzip, gzip, gzip, gzip", 1 << 20)
+
+
+async def test_a_header_line_over_the_limit_is_a_permanent_bad_response(
+    session: aiohttp.ClientSession,
+) -> None:
+    routes = {"/": Reply(headers={"Content-Type": "text/html", "X-Huge": "v" * 65536})}
+    async with RecordingServer(routes) as srv:
+        with pytest.raises(FetchPermanent) as info:
+            await fetch(session, srv.url("/"), POLICY, hop_check=follow)
+    assert info.value.error_class == "bad_response" and len(str(info.value)) <= 500

@@ -80,7 +80,7 @@ def test_write_order_queues_before_marking_seen_and_deletes_last() -> None:
     f.admit(ch, batch("/a", "/b"), rules(), budget=None)
     ch.commit()
     kinds = [key[:1] for _, key in journal]
-    assert kinds == [PENDING, PENDING, ORIGINS, META, SEEN, SEEN]
+    assert kinds == [PENDING, PENDING, ORIGINS, SEEN, SEEN, META]
     journal.clear()
     ch = Changes(store)
     out = Outcome(

@@ -276,36 +276,20 @@ async def test_the_frontier_agent_skips_a_hostile_batch_and_applies_the_next(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from streamcrawl.agents.frontier import load_origin
-    from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
-    from streamcrawl.agents.kafka_state import TableStore, partition_for
-    from tests.kafka_inprocess import Topics
+    from streamcrawl.agents.kafka_frontier import Where
+    from streamcrawl.agents.kafka_state import partition_for
+    from tests.kafka_agents import AgentsCrawl
 
     origin = "https://example.org"
     here = partition_for(origin, 4)
-    v = view()
-    v.policies["c1"] = CrawlPolicy(crawl_id="c1", seeds=(URL,))
-    store = TableStore({}, {}, {})
-    topics = Topics(v)
-    agent = FrontierAgent(
-        store=store, view=v, publish=topics, hook=Hook(), metrics=v.metrics, partitions=4
-    )
+    agents = AgentsCrawl(CrawlPolicy(crawl_id="c1", seeds=(URL,)), partitions=4)
     caplog.set_level(logging.WARNING, "streamcrawl.agents.kafka_frontier")
     urls = [{"url": f"{URL}{i}", "depth": 1} for i in range(MAX_BATCH_URLS + 1)]
     hostile = {"v": 2, "crawl_id": "c1", "origin": origin, "urls": urls}
-    await agent.handle(Where("p.frontier", here, 0), json.dumps(hostile).encode())
-    assert load_origin(store, origin).tail == 0  # nothing of it was applied
+    await agents.agent.handle(Where("p.frontier", here, 0), json.dumps(hostile).encode())
+    assert load_origin(agents.store, origin).tail == 0  # nothing of it was applied
     (line,) = [r.getMessage() for r in caplog.records]
     assert "crawl 'c1'" in line and "field urls" in line and "@0" in line
     good = FrontierBatch(crawl_id="c1", origin=origin, urls=(UrlRef(URL + "a", 1),))
-    await agent.handle(Where("p.frontier", here, 1), encode(good))
-    assert load_origin(store, origin).tail == 1
-
-
-class Hook:
-    """The scheduler hook; nothing to schedule in these tests."""
-
-    def admitted(self, state: object) -> None: ...
-
-    def applied(self, origin: str, seq: int, state: object) -> None: ...
-
-    def caught_up(self, partition: int, token: bytes) -> None: ...
+    await agents.agent.handle(Where("p.frontier", here, 1), encode(good))
+    assert load_origin(agents.store, origin).tail == 1

@@ -25,7 +25,7 @@ from streamcrawl.agents.robots import (
     x_robots_tag,
 )
 from streamcrawl.schemas.records import CrawlPolicy
-from tests.httpserver import RecordingServer, Reply, redirect, reset, slow, text
+from tests.httpserver import LOOPBACK_GUARD, RecordingServer, Reply, redirect, reset, slow, text
 
 UA = "streamcrawl/0.1 (+https://example.com/bot)"
 POLICY = CrawlPolicy(crawl_id="t", user_agent=UA, timeout=2.0, connect_timeout=1.0)
@@ -223,7 +223,7 @@ def test_any_body_any_url_never_raises(body: bytes | str) -> None:
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    s = make_session(POLICY)
+    s = make_session(POLICY, guard=LOOPBACK_GUARD)
     yield s
     await s.close()
 

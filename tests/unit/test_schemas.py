@@ -182,3 +182,13 @@ def test_unknown_fields_are_ignored_for_forward_compatibility() -> None:
     value = json.loads(encode(SAMPLES["status"][0]))
     value["added_later"] = {"x": 1}
     assert decode("status", json.dumps(value)) == SAMPLES["status"][0]
+
+
+def test_blocked_is_a_v2_state_only() -> None:
+    """The SSRF guard's state ``blocked`` came with v2: the frozen v1 status schema refuses it."""
+    value = json.loads(encode(SAMPLES["status"][0]))
+    value["state"] = "blocked"
+    jsonschema.validate(value, load_schema("status"), jsonschema.Draft202012Validator)
+    v1 = json.loads((generate.JSON_DIR / "status.v1.schema.json").read_text("utf-8"))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**value, "v": 1}, v1, jsonschema.Draft202012Validator)

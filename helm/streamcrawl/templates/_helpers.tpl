@@ -118,6 +118,7 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
   "STREAMCRAWL_SINK_ENABLED" (toString $w.sinkEnabled)
   "STREAMCRAWL_FETCH_ENABLED" (toString $w.fetchEnabled)
   "STREAMCRAWL_LOG_LEVEL" $w.logLevel
+  "STREAMCRAWL_ALLOW_NETWORKS" (join "," $w.allowNetworks)
 -}}
 {{- with $k.sasl.mechanism }}{{ $_ := set $s "STREAMCRAWL_KAFKA_SASL_MECHANISM" . }}{{ end -}}
 {{- with $k.sasl.username }}{{ $_ := set $s "STREAMCRAWL_KAFKA_SASL_USERNAME" . }}{{ end -}}
@@ -125,6 +126,10 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
 {{- $_ := set $s "STREAMCRAWL_KAFKA_SSL_CAFILE" (printf "/etc/streamcrawl/kafka-ca/%s" $k.tls.caKey) -}}
 {{- end -}}
 {{- with $c.localDC }}{{ $_ := set $s "STREAMCRAWL_CASSANDRA_LOCAL_DC" . }}{{ end -}}
+{{- if $c.tls.enabled -}}
+{{- $_ := set $s "STREAMCRAWL_CASSANDRA_SSL" "true" -}}
+{{- with $c.tls.caSecret }}{{ $_ := set $s "STREAMCRAWL_CASSANDRA_SSL_CAFILE" (printf "/etc/streamcrawl/cassandra-ca/%s" $c.tls.caKey) }}{{ end -}}
+{{- end -}}
 {{- toYaml $s -}}
 {{- end -}}
 
@@ -177,7 +182,8 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
 {{- end }}
 {{- end -}}
 
-{{/* Volumes every streamcrawl container needs: /tmp (HOME) and the Kafka CA when TLS is on. */}}
+{{/* Volumes every streamcrawl container needs: /tmp (HOME), and the Kafka and Cassandra CAs
+when their TLS is on. */}}
 {{- define "streamcrawl.commonVolumes" -}}
 - name: tmp
   emptyDir:
@@ -190,6 +196,16 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
       - key: {{ .Values.kafka.tls.caKey }}
         path: {{ .Values.kafka.tls.caKey }}
 {{- end }}
+{{- with .Values.cassandra.tls }}
+{{- if and .enabled .caSecret }}
+- name: cassandra-ca
+  secret:
+    secretName: {{ .caSecret }}
+    items:
+      - key: {{ .caKey }}
+        path: {{ .caKey }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{- define "streamcrawl.commonVolumeMounts" -}}
@@ -200,6 +216,24 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
   mountPath: /etc/streamcrawl/kafka-ca
   readOnly: true
 {{- end }}
+{{- if and .Values.cassandra.tls.enabled .Values.cassandra.tls.caSecret }}
+- name: cassandra-ca
+  mountPath: /etc/streamcrawl/cassandra-ca
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The distinct ports of a "host:port,host:port" list, as NetworkPolicy TCP ports. */}}
+{{- define "streamcrawl.endpointPorts" -}}
+{{- $ports := list -}}
+{{- range splitList "," . -}}
+{{- $port := regexFind "[0-9]+$" (trim .) -}}
+{{- if and $port (regexMatch ":[0-9]+$" (trim .)) -}}{{- $ports = append $ports $port -}}{{- end -}}
+{{- end -}}
+{{- range uniq $ports }}
+- protocol: TCP
+  port: {{ . }}
+{{- end -}}
 {{- end -}}
 
 {{/* Validation: cross-field rules values.schema.json cannot express. ------------------- */}}
@@ -234,5 +268,8 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
 {{- end -}}
 {{- if and .Values.kafka.tls.caSecret (not (include "streamcrawl.kafkaTLS" .)) -}}
 {{- fail (printf "kafka.tls.caSecret is set but kafka.securityProtocol is %s: use SSL or SASL_SSL, or clear kafka.tls.caSecret." .Values.kafka.securityProtocol) -}}
+{{- end -}}
+{{- if and .Values.cassandra.tls.caSecret (not .Values.cassandra.tls.enabled) -}}
+{{- fail "cassandra.tls.caSecret is set but cassandra.tls.enabled is false: enable TLS, or clear cassandra.tls.caSecret." -}}
 {{- end -}}
 {{- end -}}

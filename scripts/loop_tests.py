@@ -1,0 +1,95 @@
+"""Run integration tests over and over and count: the Kafka guarantees, N runs each (issue 11).
+
+    source /work/svc/shared/env     # or .services/env
+    .venv/bin/python scripts/loop_tests.py --runs 20 --out /tmp/loop.json
+    .venv/bin/python scripts/loop_tests.py --runs 5 --test tests/integration/test_admin.py
+
+Runs are interleaved (each test once, then each again, ...), so a loop cut short by time still
+has runs of every test. Each run is one ``pytest`` process with its own temp directory; a failed
+run's output is kept in ``--logs``. The summary (per test: runs, passed, failed, longest run of
+passes, whether all passed in a row) is printed and, after every run, written to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GUARANTEES = (
+    "tests/integration/test_topology_faults.py::test_kill_9_mid_crawl_then_a_new_worker_finishes_it",
+    "tests/integration/test_topology_faults.py::test_sigterm_hands_the_crawl_over_to_the_other_worker",
+    "tests/integration/test_topology_faults.py::"
+    "test_two_workers_split_origins_and_stay_polite_across_the_rebalance",
+    "tests/integration/test_topology.py::test_replaying_the_sink_topics_leaves_the_same_rows",
+)
+
+
+def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, float]:
+    started = time.monotonic()
+    argv = [sys.executable, "-m", "pytest", test, "-q", "-x", "-p", "no:cacheprovider"]
+    try:
+        done = subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        ok, output = done.returncode == 0, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        ok, output = False, f"timed out after {timeout} s\n{exc.stdout or ''}"
+    if not ok:
+        name = test.rpartition("::")[2]
+        (logs / f"{name}.{index}.log").write_text(str(output))
+    return ok, time.monotonic() - started
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--test", action="append", help="pytest node id (default: the guarantees)")
+    ap.add_argument("--out", type=Path, default=Path("loop-tests.json"))
+    ap.add_argument("--logs", type=Path, default=Path("loop-tests-logs"))
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    args = ap.parse_args()
+    tests = args.test or list(GUARANTEES)
+    args.logs.mkdir(parents=True, exist_ok=True)
+    results: dict[str, list[bool]] = {t: [] for t in tests}
+    seconds: dict[str, float] = dict.fromkeys(tests, 0.0)
+    for index in range(args.runs):
+        for test in tests:
+            ok, took = run_one(test, args.logs, index, args.timeout)
+            results[test].append(ok)
+            seconds[test] += took
+            print(
+                f"{time.strftime('%H:%M:%S')} run {index + 1} {'pass' if ok else 'FAIL'} "
+                f"{took:.0f}s {test.rpartition('::')[2]}",
+                flush=True,
+            )
+            args.out.write_text(json.dumps(summary(results, seconds), indent=1))
+    report = summary(results, seconds)
+    print(json.dumps(report, indent=1))
+    return 0 if all(r["failed"] == 0 for r in report.values()) else 1
+
+
+def summary(results: dict[str, list[bool]], seconds: dict[str, float]) -> dict[str, dict]:
+    out = {}
+    for test, runs in results.items():
+        streak = best = 0
+        for ok in runs:
+            streak = streak + 1 if ok else 0
+            best = max(best, streak)
+        out[test] = {
+            "runs": len(runs),
+            "passed": sum(runs),
+            "failed": len(runs) - sum(runs),
+            "longest_run_of_passes": best,
+            "all_in_a_row": bool(runs) and all(runs),
+            "seconds": round(seconds[test]),
+        }
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

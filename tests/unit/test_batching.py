@@ -1,0 +1,180 @@
+"""The frontier agent's Faust plumbing with fakes for the stream and the producer: a batch is
+applied even when the stream has nothing more to give, events are acknowledged only after
+their batch is durable and in order, and the changelog stages are acked one after another."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from streamcrawl.agents.kafka_frontier import Enter, Where
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN
+from streamcrawl.topology.batching import DurableCommit, run_batches
+
+
+@dataclass
+class Message:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+
+
+class Event:
+    def __init__(self, partition: int, offset: int) -> None:
+        self.message = Message("x.outcomes", partition, offset, b"v")
+
+
+class Stream:
+    """Yields ``events`` and then blocks forever, as a quiet topic (or a suspended flow) does."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.pending = events
+        self.acked: list[tuple[int, int]] = []
+
+    def noack(self) -> Stream:
+        return self
+
+    async def events(self) -> AsyncIterator[Event]:
+        for event in self.pending:
+            yield event
+        await asyncio.Event().wait()
+
+    async def ack(self, event: Event) -> bool:
+        self.acked.append((event.message.partition, event.message.offset))
+        return True
+
+
+class Frontier:
+    def __init__(self, stream: Stream, fail: bool = False) -> None:
+        self.stream = stream
+        self.fail = fail
+        self.batches: list[list[tuple[int, int]]] = []
+        self.acked_before: list[int] = []
+
+    async def handle_batch(
+        self, events: Sequence[tuple[Where, bytes | None]], enter: Enter
+    ) -> None:
+        self.acked_before.append(len(self.stream.acked))
+        for where, _ in events:
+            enter(where.partition)
+        await asyncio.sleep(0.01)  # the commit's round trips
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.batches.append([(w.partition, w.offset) for w, _ in events])
+
+
+async def run_for(stream: Stream, frontier: Frontier, seconds: float, **kw: Any) -> None:
+    task = asyncio.ensure_future(run_batches(stream, frontier, Metrics(), **kw))  # type: ignore[arg-type]
+    await asyncio.sleep(seconds)
+    if task.done():
+        task.result()
+    task.cancel()
+
+
+def test_a_lone_event_is_applied_though_the_stream_gives_nothing_more() -> None:
+    stream = Stream([Event(0, 7)])
+    frontier = Frontier(stream)
+    asyncio.run(run_for(stream, frontier, 0.3, within=0.05))
+    assert frontier.batches == [[(0, 7)]]
+    assert stream.acked == [(0, 7)]
+
+
+def test_events_are_acked_after_their_batch_in_order_and_batches_are_bounded() -> None:
+    events = [Event(p, o) for o in range(10) for p in (0, 1)]
+    stream = Stream(events)
+    frontier = Frontier(stream)
+    asyncio.run(run_for(stream, frontier, 0.5, max_events=8, within=0.05))
+    assert [len(b) for b in frontier.batches] == [8, 8, 4]
+    assert frontier.acked_before == [0, 8, 16]  # nothing of a batch acked before it is applied
+    assert stream.acked == [(e.message.partition, e.message.offset) for e in events]
+
+
+def test_a_failed_batch_acks_nothing_and_raises() -> None:
+    stream = Stream([Event(0, 1), Event(0, 2)])
+    frontier = Frontier(stream, fail=True)
+    with pytest.raises(ConnectionError):
+        asyncio.run(run_for(stream, frontier, 0.3))
+    assert stream.acked == []
+
+
+class Table:
+    def __init__(self, name: str, journal: list[str]) -> None:
+        self.name = name
+        self.data = Data(journal, name)
+        self.changelog_topic = self
+
+    def get_topic_name(self) -> str:
+        return f"{self.name}-changelog"
+
+
+class Data(dict[bytes, bytes]):
+    def __init__(self, journal: list[str], name: str) -> None:
+        super().__init__()
+        self.journal, self.name, self.persisted = journal, name, {}
+
+    def set_persisted_offset(self, tp: Any, offset: int) -> None:
+        self.persisted[tp.partition] = offset
+
+
+class Producer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, int | None]] = []
+        self.futures: list[asyncio.Future[Any]] = []
+
+    async def send(self, topic: str, key: bytes, value: Any, partition: Any, *_: Any) -> Any:
+        self.sent.append((topic, key, partition))
+        fut = asyncio.get_running_loop().create_future()
+        self.futures.append(fut)
+        return fut
+
+    def ack_all(self) -> int:
+        n = 0
+        for i, fut in enumerate(self.futures):
+            if not fut.done():
+                fut.set_result(type("Meta", (), {"offset": i})())
+                n += 1
+        return n
+
+
+def test_the_changelog_stages_are_acked_one_after_another() -> None:
+    journal: list[str] = []
+    tables = {name: Table(name, journal) for name in ("seen", "pending", "origins")}
+    producer = Producer()
+    app = type("App", (), {"producer": producer})()
+    commit = DurableCommit(app, "x", tables, Metrics())
+    writes = {
+        3: {
+            SEEN + b"u": b"1",
+            PENDING + b"o\x00\x01": b"entry",
+            ORIGINS + b"o": b"state",
+            META + b"admitted": b"5",
+            PENDING + b"o\x00\x00": None,
+        }
+    }
+    entered: list[int] = []
+
+    async def go() -> list[list[str]]:
+        task = asyncio.ensure_future(commit({"status": [(b"o", b"s")]}, writes, entered.append))
+        seen_per_step = []
+        for _ in range(6):
+            await asyncio.sleep(0.01)
+            seen_per_step.append([t for t, _, _ in producer.sent])
+            producer.ack_all()
+        await asyncio.wait_for(task, 1)
+        return seen_per_step
+
+    steps = asyncio.run(go())
+    assert steps[0] == ["x.status", "pending-changelog"]  # the sends go out with the first stage
+    assert steps[1][2:] == ["origins-changelog"]  # each stage only once the last one is acked
+    assert steps[2][3:] == ["seen-changelog"]
+    assert steps[3][4:] == ["origins-changelog", "pending-changelog"]  # counters, deletions
+    assert [p for t, _, p in producer.sent if t.endswith("changelog")] == [3] * 5
+    assert set(entered) == {3}
+    assert dict(tables["pending"].data) == {PENDING + b"o\x00\x01": b"entry"}
+    assert tables["seen"].data.persisted == {3: 3}  # the changelog offset, for a restart

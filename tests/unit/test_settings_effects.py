@@ -1,0 +1,389 @@
+"""Every ``Settings`` field has an effect: set to a value other than its default, it reaches the
+component that uses it (the Faust app, the fetch service, the sink consumer, the Cassandra
+driver, the Kafka clients, the worker). A field nothing reads is a lie to operators, so a new
+field without a case here fails ``test_every_field_has_a_case``.
+
+``max_origins_in_memory`` is the exception: its bound is implemented and tested with issue 13
+(the scheduler's origin index cap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ssl
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from streamcrawl.agents import sink_cassandra, sink_cassandra_driver
+from streamcrawl.topology import admin, kafka_clients, kafka_commands
+from streamcrawl.topology import app as app_module
+from streamcrawl.topology.settings import Settings, load_settings
+from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
+
+NOT_HERE = {"max_origins_in_memory"}  # issue 13: implemented and tested with its bound
+SASL = {
+    "kafka_security_protocol": "SASL_PLAINTEXT",
+    "kafka_sasl_mechanism": "SCRAM-SHA-512",
+    "kafka_sasl_username": "crawler",
+    "kafka_sasl_password": SecretStr("s3cret"),
+}
+
+
+@dataclass
+class Built:
+    """What ``create_app`` built, and with which arguments."""
+
+    app: Any
+    fetch: dict[str, Any] = field(default_factory=dict)
+    sink: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+@pytest.fixture
+def build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[Settings], Built]:
+    """``create_app(settings)`` with its services recorded instead of run."""
+
+    def make(settings: Settings) -> Built:
+        built = Built(app=None)
+
+        class FetchService(app_module.FetchService):
+            def __init__(self, **kwargs: Any) -> None:
+                built.fetch.update(kwargs)
+                super().__init__(**kwargs)
+
+        class SinkConsumer(app_module.SinkConsumer):
+            def __init__(self, *args: Any) -> None:
+                built.sink.append(args)
+                super().__init__(*args)
+
+        monkeypatch.setattr(app_module, "FetchService", FetchService)
+        monkeypatch.setattr(app_module, "SinkConsumer", SinkConsumer)
+        built.app = app_module.create_app(settings)
+        return built
+
+    return make
+
+
+def started(built: Built, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The services the worker starts (no Kafka: the budget topic declaration is skipped)."""
+    import faust
+
+    async def no_declare(self: Any) -> None:
+        return None
+
+    monkeypatch.setattr(faust.Topic, "maybe_declare", no_declare)
+    (services,) = built.app._extra_services
+
+    names: list[str] = []
+
+    async def add(service: Any) -> Any:
+        names.append(type(service).__name__)
+        return service
+
+    async def run() -> None:
+        service = services()
+        service.add_runtime_dependency = add
+        await service.on_start()
+
+    asyncio.run(run())
+    return names
+
+
+@dataclass
+class Cluster:
+    """The Cassandra driver's Cluster, recorded: what ``connect`` would connect with."""
+
+    kwargs: dict[str, Any]
+
+    def connect(self, keyspace: str | None) -> str | None:
+        return keyspace
+
+
+def cassandra(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.setattr(sink_cassandra_driver, "Cluster", lambda **kw: Cluster(kw))
+    cluster, _ = sink_cassandra_driver.connect(settings.cassandra_config())
+    assert isinstance(cluster, Cluster)
+    kw = cluster.kwargs
+    auth = kw["auth_provider"]
+    (profile,) = kw["execution_profiles"].values()
+    context = kw.get("ssl_context")
+    return {
+        "tls_cas": None if context is None else _ca_names(context),
+        "hosts": (tuple(kw["contact_points"]), kw["port"]),
+        "auth": None if auth is None else (auth.username, auth.password),
+        "local_dc": profile.load_balancing_policy._child_policy.local_dc,
+    }
+
+
+def _ca_names(context: ssl.SSLContext) -> list[str]:
+    """Common names of the CA certificates a TLS context trusts (loaded from a file)."""
+    return [dict(x[0] for x in c["subject"]).get("commonName", "") for c in context.get_ca_certs()]
+
+
+def sink_window(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Statements the Cassandra sink keeps in flight."""
+    windows: list[int] = []
+
+    def execute_many(session: Any, calls: Any, window: int) -> Any:
+        windows.append(window)
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        future.set_result([])
+        return future
+
+    monkeypatch.setattr(sink_cassandra, "execute_many", execute_many)
+    sink = sink_cassandra.CassandraSink(settings.cassandra_config())
+    sink._session = object()
+    asyncio.run(sink._execute([]))
+    return windows[0]
+
+
+def worker_run(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
+    """``streamcrawl worker``: the log level and settings its worker gets."""
+    seen: list[tuple[str, Any]] = []
+
+    class Worker:
+        def execute_from_commandline(self) -> None:
+            return None
+
+    def make_worker(app: Any, loglevel: str) -> Worker:
+        seen.append((loglevel, app))
+        return Worker()
+
+    monkeypatch.setattr(kafka_commands, "make_worker", make_worker)
+    monkeypatch.setattr(kafka_commands, "_check_services", lambda settings: None)  # no Kafka here
+    monkeypatch.setattr(app_module, "create_app", lambda s: s)
+    for name, value in settings.model_dump().items():
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if raw is not None and name in settings.model_fields_set:
+            monkeypatch.setenv(f"STREAMCRAWL_{name.upper()}", str(raw))
+    kafka_commands.cmd_worker(argparse.Namespace())
+    return seen[0]
+
+
+# field -> (base settings, new value, observe, expected): what the component built from the
+# settings shows (``observe``) is ``expected`` with the new value, something else without it.
+Observe = Callable[[Settings, Callable[[Settings], Built], pytest.MonkeyPatch], Any]
+
+
+def app_conf(name: str) -> Observe:
+    return lambda s, build, mp: getattr(build(s).app.conf, name)
+
+
+CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
+    "kafka_bootstrap": (
+        {},
+        "10.0.0.1:9999,10.0.0.2:9999",
+        lambda s, build, mp: (
+            [str(u) for u in build(s).app.conf.broker],
+            build(s).fetch["view"].connection["bootstrap_servers"],
+            kafka_clients.librdkafka_config(s)["bootstrap.servers"],
+        ),
+        (
+            ["kafka://10.0.0.1:9999", "kafka://10.0.0.2:9999"],
+            "10.0.0.1:9999,10.0.0.2:9999",
+            "10.0.0.1:9999,10.0.0.2:9999",
+        ),
+    ),
+    "kafka_security_protocol": (
+        {},
+        "SSL",
+        lambda s, build, mp: (
+            type(build(s).app.conf.broker_credentials).__name__,
+            build(s).fetch["view"].connection["security_protocol"],
+            kafka_clients.librdkafka_config(s)["security.protocol"],
+        ),
+        ("SSLCredentials", "SSL", "SSL"),
+    ),
+    "kafka_sasl_mechanism": (
+        SASL,
+        "PLAIN",
+        lambda s, build, mp: (
+            build(s).app.conf.broker_credentials.mechanism.value,
+            kafka_clients.librdkafka_config(s)["sasl.mechanism"],
+        ),
+        ("PLAIN", "PLAIN"),
+    ),
+    "kafka_sasl_username": (
+        SASL,
+        "someone-else",
+        lambda s, build, mp: (
+            build(s).app.conf.broker_credentials.username,
+            kafka_clients.librdkafka_config(s)["sasl.username"],
+        ),
+        ("someone-else", "someone-else"),
+    ),
+    "kafka_sasl_password": (
+        SASL,
+        SecretStr("other"),
+        lambda s, build, mp: (
+            build(s).app.conf.broker_credentials.password,
+            kafka_clients.librdkafka_config(s)["sasl.password"],
+        ),
+        ("other", "other"),
+    ),
+    # kafka_ssl_cafile: test_the_ca_file_reaches_every_kafka_client
+    "topic_prefix": (
+        {},
+        "other-prefix",
+        lambda s, build, mp: (
+            build(s).app.conf.id,
+            sorted(build(s).app.agents["frontier"].channel.topics),
+            admin.topic_name(s, "control"),
+        ),
+        (
+            "other-prefix-worker",
+            ["other-prefix.frontier", "other-prefix.outcomes"],
+            "other-prefix.control",
+        ),
+    ),
+    "partitions": (
+        {},
+        7,
+        lambda s, build, mp: (
+            build(s).app.conf.topic_partitions,
+            build(s).app.tables["seen"].partitions,
+            build(s).fetch["partitions"],
+        ),
+        (7, 7, 7),
+    ),
+    "replication_factor": ({}, 3, app_conf("topic_replication_factor"), 3),
+    "standby_replicas": ({}, 2, app_conf("table_standby_replicas"), 2),
+    "cassandra_hosts": (
+        {},
+        "10.1.1.1:9999,10.1.1.2",
+        lambda s, b, mp: cassandra(s, mp)["hosts"],
+        (("10.1.1.1", "10.1.1.2"), 9999),
+    ),
+    "cassandra_keyspace": (
+        {},
+        "other_ks",
+        lambda s, b, mp: sink_cassandra_driver.schema_statements(s.cassandra_config())[0],
+        "CREATE KEYSPACE IF NOT EXISTS other_ks WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+    ),
+    "cassandra_replication": (
+        {},
+        "{'class': 'NetworkTopologyStrategy', 'dc1': 3}",
+        lambda s, b, mp: sink_cassandra_driver.schema_statements(s.cassandra_config())[0],
+        "CREATE KEYSPACE IF NOT EXISTS streamcrawl WITH replication = "
+        "{'class': 'NetworkTopologyStrategy', 'dc1': 3}",
+    ),
+    "cassandra_username": (
+        {"cassandra_password": SecretStr("pw")},
+        "crawler",
+        lambda s, b, mp: cassandra(s, mp)["auth"],
+        ("crawler", "pw"),
+    ),
+    "cassandra_password": (
+        {"cassandra_username": "crawler"},
+        SecretStr("other"),
+        lambda s, b, mp: cassandra(s, mp)["auth"],
+        ("crawler", "other"),
+    ),
+    "cassandra_ssl": ({}, True, lambda s, b, mp: cassandra(s, mp)["tls_cas"] is not None, True),
+    "cassandra_ssl_cafile": (
+        {"cassandra_ssl": True},
+        "CAFILE",
+        lambda s, b, mp: "streamcrawl-test-ca" in cassandra(s, mp)["tls_cas"],
+        True,
+    ),
+    "allow_networks": (
+        {},
+        "10.9.0.0/16",
+        lambda s, build, mp: build(s).fetch["guard"].allows("10.9.8.7"),
+        True,
+    ),
+    "cassandra_local_dc": ({}, "dc7", lambda s, b, mp: cassandra(s, mp)["local_dc"], "dc7"),
+    "state_dir": (
+        {},
+        Path("/nonexistent/state-7"),
+        app_conf("datadir"),
+        Path("/nonexistent/state-7"),
+    ),
+    "table_memory_mb": (
+        {},
+        64,
+        lambda s, build, mp: build(s).app.tables["seen"].options["block_cache_size"],
+        32 * 1024 * 1024,
+    ),
+    "web_host": ({}, "127.0.0.7", app_conf("web_bind"), "127.0.0.7"),
+    "web_port": ({}, 7777, app_conf("web_port"), 7777),
+    "concurrency": ({}, 5, lambda s, build, mp: build(s).fetch["concurrency"], 5),
+    "sink_concurrency": ({}, 3, lambda s, b, mp: sink_window(s, mp), 3),
+    "sink_enabled": (
+        {},
+        False,
+        lambda s, build, mp: "SinkConsumer" in started(build(s), mp),
+        False,
+    ),
+    "fetch_enabled": (
+        {},
+        False,
+        lambda s, build, mp: "FetchService" in started(build(s), mp),
+        False,
+    ),
+    "max_message_bytes": (
+        {},
+        2 * 1024 * 1024,
+        lambda s, build, mp: (
+            build(s).app.conf.producer_max_request_size,
+            build(s).app.conf.consumer_max_fetch_size,
+            build(s).fetch["page_bytes"],
+            build(s).sink[0][1],
+            admin.topic_configs(s)["pages"]["max.message.bytes"],
+            kafka_clients.librdkafka_producer_config(s)["message.max.bytes"],
+        ),
+        (2097152,) * 4 + ("2097152", 2097152),
+    ),
+    "log_level": ({}, "ERROR", lambda s, b, mp: worker_run(s, mp)[0], "ERROR"),
+}
+
+
+def test_every_field_has_a_case() -> None:
+    assert set(CASES) | NOT_HERE | {"kafka_ssl_cafile"} == set(Settings.model_fields)
+
+
+@pytest.fixture
+def settings_of(tmp_path: Path, cafile: Path) -> Iterator[Callable[..., Settings]]:  # noqa: F811
+    def make(**fields: Any) -> Settings:
+        given = {"state_dir": tmp_path / "state"} | fields
+        given = {k: cafile if v == "CAFILE" else v for k, v in given.items()}
+        return load_settings(**given)
+
+    yield make
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_field_reaches_its_component(
+    name: str,
+    settings_of: Callable[..., Settings],
+    build: Callable[[Settings], Built],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base, value, observe, expected = CASES[name]
+    assert observe(settings_of(**base), build, monkeypatch) != expected  # the default differs
+    assert observe(settings_of(**(base | {name: value})), build, monkeypatch) == expected
+
+
+def test_the_ca_file_reaches_every_kafka_client(
+    settings_of: Callable[..., Settings],
+    build: Callable[[Settings], Built],
+    cafile: Path,  # noqa: F811
+) -> None:
+    import ssl
+
+    s = settings_of(kafka_security_protocol="SSL", kafka_ssl_cafile="CAFILE")
+    assert kafka_clients.librdkafka_config(s)["ssl.ca.location"] == str(cafile)
+    built = build(s)
+    for context in (
+        built.app.conf.broker_credentials.context,
+        built.fetch["view"].connection["ssl_context"],
+    ):
+        assert isinstance(context, ssl.SSLContext)
+        subjects = [dict(x[0] for x in c["subject"]) for c in context.get_ca_certs()]
+        assert {"commonName": "streamcrawl-test-ca"} in subjects
