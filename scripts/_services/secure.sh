@@ -88,7 +88,8 @@ EOF
 
 # New passwords for the broker's own user and the client user; echoes the storage tool's
 # --add-scram arguments (KIP-900: KRaft keeps SCRAM credentials in the metadata log, so they
-# are written when the storage is formatted).
+# are written when the storage is formatted). The tool takes them only as arguments, so they
+# show in `ps` for the 2 s it runs: acceptable for a local, throwaway cluster.
 kafka_scram_users() {  # dir
     local dir=$1
     random_secret | write_private "$dir/admin.password"
