@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="default WARNING; the worker defaults to STREAMCRAWL_LOG_LEVEL",
+        help="default WARNING; for the worker it overrides STREAMCRAWL_LOG_LEVEL (default INFO)",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 

@@ -54,9 +54,8 @@ def add_kafka_commands(sub: Any) -> None:
     pages.add_argument("--follow", action="store_true", help="keep waiting for new pages")
     pages.add_argument("--from-beginning", action="store_true", help="start at the oldest page")
 
-    status = sub.add_parser("status", help="counts per terminal state and queue sizes")
-    _service_flags(status)
-    _cassandra_flags(status)
+    status = sub.add_parser("status", help="counts per terminal state, from Cassandra")
+    _cassandra_flags(status)  # status reads no Kafka topic
     status.add_argument("--crawl-id", help="one crawl (default: all)")
     status.add_argument("--json", action="store_true", help="one JSON object")
 

@@ -269,6 +269,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         web_port=getattr(args, "web_port", None),
         concurrency=getattr(args, "concurrency", None),
         allow_networks=",".join(getattr(args, "allow_network", [])) or None,
+        log_level=getattr(args, "log_level", None),
     )
     _check_services(settings)
     worker = make_worker(create_app(settings), settings.log_level)

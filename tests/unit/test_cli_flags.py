@@ -1,0 +1,301 @@
+"""Every CLI flag has an effect: given, it changes what its command hands to the component that
+does the work (the crawl policy, the embedded runner, the settings, the Kafka consumer). A flag
+nothing reads is a lie to users, so a flag without a case here fails ``test_every_flag_has_a_case``.
+
+Each command runs up to the hand-over, which is recorded instead of performed (no Kafka, no
+Cassandra, no HTTP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamcrawl.schemas.codec import encode
+from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology import admin, cli, crawl_command, demo, kafka_commands
+from streamcrawl.topology import app as app_module
+from tests.unit.test_kafka_messages import page
+
+URL = "http://127.0.0.1:9/"
+POLICY_COMMANDS = ("crawl", "seed")
+
+
+class Handed(Exception):
+    """Raised where a command hands its inputs over: the test has what it needs."""
+
+
+def flags() -> set[tuple[str, str]]:
+    """(command, option) of every optional flag of the parser ("" is the top level)."""
+    out: set[tuple[str, str]] = set()
+
+    def walk(parser: argparse.ArgumentParser, command: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, name)
+            elif action.option_strings and not isinstance(action, argparse._HelpAction):
+                out.add((command, action.option_strings[0]))
+
+    walk(cli.build_parser(), "")
+    return out
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., Any]:
+    """``run(*argv)``: what the command handed over, as a dict."""
+
+    def go(*argv: str) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+
+        def embedded(policy: CrawlPolicy, **kwargs: Any) -> dict[str, object]:
+            seen.update(kwargs, policy=policy)
+            return {"interrupted": False, "states": {}}
+
+        real_load = kafka_commands.load_settings
+
+        def load_settings(**overrides: Any) -> Any:
+            seen["settings"] = settings = real_load(**overrides)
+            return settings
+
+        def publish_control(settings: Any, policy: CrawlPolicy) -> None:
+            seen["policy"] = policy
+            raise Handed
+
+        class Worker:
+            def execute_from_commandline(self) -> None:
+                return None
+
+        def make_worker(app: Any, loglevel: str) -> Worker:
+            seen["loglevel"] = loglevel
+            return Worker()
+
+        async def status_report(settings: Any, crawl_id: str | None) -> dict[str, Any]:
+            seen["crawl_id"] = crawl_id
+            return {"crawl_id": crawl_id, "states": {}, "pages_per_s": None}
+
+        @contextlib.contextmanager
+        def demo_site() -> Iterator[list[str]]:
+            yield ["http://127.0.0.1:9"]
+
+        class Consumer:
+            def __init__(self, conf: dict[str, Any]) -> None:
+                seen["consumer"] = conf
+
+            def close(self) -> None:
+                return None
+
+        def assign_all(consumer: Any, settings: Any, errors: Any, name: str, start: int) -> int:
+            seen["start"] = start
+            return 1
+
+        class Message:
+            def __init__(self, value: bytes) -> None:
+                self._value = value
+
+            def value(self) -> bytes:
+                return self._value
+
+            def offset(self) -> int:
+                return 0
+
+        def consume_to_end(consumer: Any, partitions: int, *, follow: bool = False) -> Any:
+            seen["follow"] = follow
+            yield Message(encode(page()))  # a page of crawl "c"
+
+        import confluent_kafka
+
+        monkeypatch.setattr(crawl_command, "run_embedded", embedded)
+        monkeypatch.setattr(demo, "run_embedded", embedded)
+        monkeypatch.setattr(demo, "serve_demo_site", demo_site)
+        monkeypatch.setattr(kafka_commands, "load_settings", load_settings)
+        monkeypatch.setattr(kafka_commands, "make_worker", make_worker)
+        monkeypatch.setattr(kafka_commands, "_check_services", lambda settings: None)
+        monkeypatch.setattr(app_module, "create_app", lambda settings: None)
+        monkeypatch.setattr(admin, "publish_control", publish_control)
+        monkeypatch.setattr(admin, "assign_all", assign_all)
+        monkeypatch.setattr(admin, "consume_to_end", consume_to_end)
+        monkeypatch.setattr(admin, "create_topics", lambda settings: [])
+        monkeypatch.setattr(admin, "read_control", lambda settings: {})  # no crawl is known
+        monkeypatch.setattr(kafka_commands, "_status_report", status_report)
+        monkeypatch.setattr(confluent_kafka, "Consumer", Consumer)
+        monkeypatch.setattr(logging, "basicConfig", lambda **kw: seen.update(logging=kw))
+        monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # as on a terminal
+        with contextlib.suppress(Handed):
+            cli.main(argv)
+        seen["stdout"], seen["stderr"] = capsys.readouterr()
+        return seen
+
+    return go
+
+
+BASE = {
+    "crawl": ["crawl", URL],
+    "demo": ["demo"],
+    "worker": ["worker"],
+    "seed": ["seed", URL],
+    "pages": ["pages"],
+    "status": ["status"],
+    "pause": ["pause", "--crawl-id", "c"],
+    "resume": ["resume", "--crawl-id", "c"],
+    "stop": ["stop", "--crawl-id", "c"],
+    "admin": ["admin", "create-topics"],
+}
+
+
+def policy(field: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda seen: getattr(seen["policy"], field)
+
+
+def setting(field: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda seen: getattr(seen["settings"], field)
+
+
+# A policy flag: (its arguments, what it changes in the policy, the expected value).
+POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] = {
+    "--crawl-id": (["--crawl-id", "c7"], policy("crawl_id"), "c7"),
+    "--max-pages": (["--max-pages", "7"], policy("max_pages"), 7),
+    "--max-depth": (["--max-depth", "3"], policy("max_depth"), 3),
+    "--delay": (["--delay", "2.5"], policy("delay"), 2.5),
+    "--per-origin-concurrency": (
+        ["--per-origin-concurrency", "3"],
+        policy("per_origin_concurrency"),
+        3,
+    ),
+    "--allow-host": (["--allow-host", "B.test"], policy("allow_hosts"), ("b.test",)),
+    "--allow-domain": (["--allow-domain", "c.test"], policy("allow_domains"), ("c.test",)),
+    "--include": (["--include", "/docs/"], policy("include"), ("/docs/",)),
+    "--exclude": (["--exclude", "/tmp/"], policy("exclude"), ("/tmp/",)),
+    "--user-agent": (["--user-agent", "bot/2"], policy("user_agent"), "bot/2"),
+    "--ignore-robots": (["--ignore-robots"], policy("obey_robots"), False),
+    "--ignore-nofollow": (["--ignore-nofollow"], policy("honor_nofollow"), False),
+    "--max-crawl-delay": (["--max-crawl-delay", "5"], policy("max_crawl_delay"), 5.0),
+    "--max-body": (["--max-body", "1000"], policy("max_body"), 1000),
+    "--timeout": (
+        ["--timeout", "5"],
+        lambda seen: (seen["policy"].timeout, seen["policy"].connect_timeout),
+        (5.0, 5.0),
+    ),
+    "--retries": (["--retries", "0"], policy("retries"), 0),
+    "--keep-query-order": (["--keep-query-order"], policy("sort_query"), False),
+    "--fold-trailing-slash": (["--fold-trailing-slash"], policy("fold_trailing_slash"), True),
+    "--store-bodies": (["--store-bodies"], policy("store_bodies"), True),
+    "--follow-canonical": (["--follow-canonical"], policy("follow_canonical"), True),
+}
+
+SERVICE_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] = {
+    "--kafka-bootstrap": (
+        ["--kafka-bootstrap", "10.0.0.9:9092"],
+        setting("kafka_bootstrap"),
+        "10.0.0.9:9092",
+    ),
+    "--topic-prefix": (["--topic-prefix", "other"], setting("topic_prefix"), "other"),
+    "--cassandra-hosts": (
+        ["--cassandra-hosts", "10.0.0.8"],
+        setting("cassandra_hosts"),
+        "10.0.0.8",
+    ),
+    "--cassandra-keyspace": (["--cassandra-keyspace", "ks7"], setting("cassandra_keyspace"), "ks7"),
+}
+
+CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], Any]] = {
+    ("", "--log-level"): (  # the worker's; the other commands': test_log_level_*
+        ["--log-level", "DEBUG"],
+        lambda seen: seen["loglevel"],
+        "DEBUG",
+    ),
+    ("crawl", "--out"): (["--out", "/x/out"], lambda seen: seen["out"], Path("/x/out")),
+    ("crawl", "--state-dir"): (
+        ["--state-dir", "/x/s"],
+        lambda seen: seen["state_dir"],
+        Path("/x/s"),
+    ),
+    ("crawl", "--concurrency"): (["--concurrency", "3"], lambda seen: seen["concurrency"], 3),
+    ("crawl", "--json"): (["--json"], lambda seen: seen["as_json"], True),
+    ("crawl", "--no-progress"): (["--no-progress"], lambda seen: seen["progress"], False),
+    ("crawl", "--allow-network"): (
+        ["--allow-network", "10.1.0.0/16"],
+        lambda seen: seen["allow_networks"],
+        "10.1.0.0/16",
+    ),
+    ("demo", "--out"): (
+        ["--out", "/x/demo"],
+        lambda seen: (seen["out"], str(Path("/x/demo") / "pages.jsonl") in seen["stdout"]),
+        (Path("/x/demo"), True),
+    ),
+    ("demo", "--json"): (
+        ["--json"],
+        lambda seen: (seen["as_json"], "pages:" in seen["stdout"]),
+        (True, False),
+    ),
+    ("worker", "--state-dir"): (["--state-dir", "/x/w"], setting("state_dir"), Path("/x/w")),
+    ("worker", "--web-port"): (["--web-port", "7001"], setting("web_port"), 7001),
+    ("worker", "--concurrency"): (["--concurrency", "9"], setting("concurrency"), 9),
+    ("worker", "--allow-network"): (
+        ["--allow-network", "10.2.0.0/16"],
+        setting("allow_networks"),
+        "10.2.0.0/16",
+    ),
+    ("pages", "--crawl-id"): (["--crawl-id", "other"], lambda seen: seen["stdout"], ""),
+    ("pages", "--follow"): (["--follow"], lambda seen: seen["follow"], True),
+    ("pages", "--from-beginning"): (
+        ["--from-beginning"],
+        lambda seen: (seen["consumer"]["auto.offset.reset"], seen["start"]),
+        ("earliest", -2),  # confluent_kafka.OFFSET_BEGINNING
+    ),
+    ("status", "--crawl-id"): (["--crawl-id", "c9"], lambda seen: seen["crawl_id"], "c9"),
+    ("status", "--json"): (["--json"], lambda seen: seen["stdout"].startswith("{"), True),
+    ("admin", "--partitions"): (["--partitions", "5"], setting("partitions"), 5),
+    ("admin", "--replication-factor"): (
+        ["--replication-factor", "3"],
+        setting("replication_factor"),
+        3,
+    ),
+}
+for _command in POLICY_COMMANDS:
+    for _flag, _case in POLICY_FLAGS.items():
+        CASES[(_command, _flag)] = _case
+for _command, _flag in flags():
+    if _flag in SERVICE_FLAGS:
+        CASES[(_command, _flag)] = SERVICE_FLAGS[_flag]
+    if _flag == "--crawl-id" and _command in ("pause", "resume", "stop"):
+        CASES[(_command, _flag)] = (
+            ["--crawl-id", "c8"],
+            lambda seen: "unknown crawl 'c8'" in seen["stderr"],
+            True,
+        )
+
+
+def test_every_flag_has_a_case() -> None:
+    assert set(CASES) == flags()
+
+
+def argv_for(command: str, extra: list[str]) -> list[str]:
+    if command == "":
+        return [*extra, *BASE["worker"]]
+    if command in ("pause", "resume", "stop") and "--crawl-id" in extra:
+        return [command, *extra]
+    return [*BASE[command], *extra]
+
+
+@pytest.mark.parametrize(("command", "flag"), sorted(CASES))
+def test_the_flag_reaches_its_component(
+    command: str, flag: str, run: Callable[..., dict[str, Any]]
+) -> None:
+    extra, observe, expected = CASES[(command, flag)]
+    assert observe(run(*argv_for(command, []))) != expected  # not so without the flag
+    assert observe(run(*argv_for(command, extra))) == expected
+
+
+def test_log_level_sets_the_logging_of_the_other_commands(
+    run: Callable[..., dict[str, Any]],
+) -> None:
+    assert run(*BASE["crawl"])["logging"]["level"] == "WARNING"
+    assert run("--log-level", "DEBUG", *BASE["crawl"])["logging"]["level"] == "DEBUG"
