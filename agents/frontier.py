@@ -155,7 +155,7 @@ class Frontier:
                 continue
             if canon.origin != batch.origin:
                 result.misrouted.setdefault(canon.origin, []).append(
-                    UrlRef(canon.url, ref.depth, ref.parent)
+                    msgspec.structs.replace(ref, url=canon.url)
                 )
                 continue
             key = seen_key(batch.crawl_id, canon.url)
@@ -181,7 +181,12 @@ class Frontier:
                 continue
             ch.put(key, str(ref.depth).encode())
             entry = QueueEntry(
-                crawl_id=batch.crawl_id, url=canon.url, depth=ref.depth, parent=ref.parent
+                crawl_id=batch.crawl_id,
+                url=canon.url,
+                depth=ref.depth,
+                parent=ref.parent,
+                kind=ref.kind,
+                lastmod=ref.lastmod,
             )
             ch.put(pending_key(batch.origin, st.tail), _encode(entry))
             result.queued.append((st.tail, entry))
@@ -244,6 +249,7 @@ class Frontier:
             url=outcome.url,
             depth=outcome.depth,
             attempts=_attempts(outcome.attempts - 1, outcome),  # Outcome.attempts = entry's + 1
+            lastmod=outcome.lastmod,
         )
         return [_terminal(entry, outcome, state)]
 
@@ -314,6 +320,7 @@ def _terminal(entry: QueueEntry, outcome: Outcome, state: TerminalState) -> UrlS
         last_error=outcome.error,
         final_url=outcome.final_url,
         updated_at=outcome.finished_at,
+        lastmod=entry.lastmod,
     )
 
 

@@ -21,6 +21,15 @@ import aiohttp
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.fetch import FetchResult, SentAt, fetch
 from streamcrawl.agents.link_header import page_rels
+from streamcrawl.agents.listings import (
+    LISTING_STATES,
+    Found,
+    group,
+    listed,
+    listing_policy,
+    merge,
+    robots_sitemaps,
+)
 from streamcrawl.agents.netguard import AddressBlocked
 from streamcrawl.agents.parse import parse_html
 from streamcrawl.agents.robots import fetch_robots, robots_url, x_robots_tag
@@ -136,7 +145,8 @@ class Stages:
             robots_status=status,
             robots_body=body,
         )
-        return Report(outcome)
+        crawl_id = d.rules.policy.crawl_id
+        return Report(outcome, batches=robots_sitemaps(d.rules, crawl_id, d.origin, status, body))
 
     async def _page(self, d: Dispatch) -> Report:
         entry, rules = d.entry, d.rules
@@ -163,7 +173,7 @@ class Stages:
             result = await fetch(
                 self.session,
                 entry.url,
-                rules.policy,
+                rules.policy if entry.kind == "page" else listing_policy(rules.policy),
                 hop_check=hop_check,
                 hop_delay=d.rules.delay_for(d.robots),
             )
@@ -211,10 +221,26 @@ class Stages:
                     FrontierBatch(
                         crawl_id=entry.crawl_id,
                         origin=rules.canonicalizer.canonicalize(redirect_target[0]).origin,
-                        urls=(UrlRef(redirect_target[0], entry.depth, entry.url),),
+                        urls=(
+                            UrlRef(
+                                redirect_target[0],
+                                entry.depth,
+                                entry.url,
+                                entry.kind,
+                                entry.lastmod,
+                            ),
+                        ),
                     )
                 )
             return report
+        if entry.kind != "page":  # a sitemap or a feed: its URLs, no page record
+            batches = listed(rules, entry, result.body, result.final_url)
+            state = LISTING_STATES[entry.kind]
+            started_at, status = result.sent_at, result.status
+            outcome = self._outcome(
+                d, state, started=started_at, status=status, final_url=final_url
+            )
+            return Report(outcome, batches=merge(batches))
         return self._parsed(d, result, final_url)
 
     def _parsed(self, d: Dispatch, result: FetchResult, final_url: str) -> Report:
@@ -226,6 +252,7 @@ class Stages:
             directives = x_robots_tag(result.headers, policy.user_agent)
         title = None
         links: list[str] = []
+        feeds: tuple[str, ...] = ()
         header = page_rels(result.headers, result.final_url)
         canonical, base = header.canonical, result.final_url
         if result.text is not None:
@@ -236,18 +263,24 @@ class Stages:
             links = [
                 link.href for link in parsed.links if not (link.nofollow and policy.honor_nofollow)
             ]
+            feeds = parsed.feeds if policy.feeds else ()
         if not (policy.honor_nofollow and "nofollow" in directives):
             links.extend(header.follow)
         else:
-            links = []
+            links, feeds = [], ()
         # Recorded resolved and canonicalized (http(s) only): the page's own choice of crawl key.
         canon = rules.canonicalizer.try_canonicalize(canonical, base) if canonical else None
         canonical = canon.url if canon is not None else None
         if policy.follow_canonical and canonical is not None and canonical != final_url:
-            links = [canonical]  # the canonical page is crawled instead of this one's links
+            links, feeds = [canonical], ()  # the canonical is crawled instead of these links
         noindex = policy.honor_noindex and "noindex" in directives
         batches = self._group(entry.crawl_id, rules, links, base, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)
+        if feeds:
+            found = [Found(href, "feed") for href in feeds]
+            batches = merge(
+                batches + group(rules, entry.crawl_id, found, base, final_url, entry.depth + 1)
+            )
         page = Page(
             crawl_id=entry.crawl_id,
             url=entry.url,
@@ -328,4 +361,5 @@ class Stages:
             started_at=started,
             finished_at=time.time(),
             final_url=final_url,
+            lastmod=d.entry.lastmod,
         )

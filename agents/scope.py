@@ -113,7 +113,8 @@ class Scope:
         as ``co.uk``, which would admit a whole registry) or regex.
         """
         options = CanonicalOptions.from_policy(policy)
-        sites = {_site(_host_of(seed, options, "seed")) for seed in policy.seeds}
+        seeds = (*policy.seeds, *policy.sitemap_seeds)  # a --sitemap seed's host is a seed's
+        sites = {_site(_host_of(seed, options, "seed")) for seed in seeds}
         sites.update(
             _site(_host_of(host, options, "allow_hosts entry")) for host in policy.allow_hosts
         )

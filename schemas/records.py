@@ -14,7 +14,9 @@ import msgspec
 from msgspec import Meta
 
 # v2: CrawlPolicy, FrontierBatch and UrlRef carry their bounds (below); readers still accept v1
-# records, validated against the v2 bounds (``schemas.codec.KNOWN_VERSIONS``).
+# records, validated against the v2 bounds (``schemas.codec.KNOWN_VERSIONS``). Also v2 (issue
+# 15): the discovery fields of CrawlPolicy, ``kind``/``lastmod`` of UrlRef, ``lastmod`` of
+# Outcome and UrlStatus, the ``sitemap``/``feed`` terminal states.
 SCHEMA_VERSION = 2
 
 
@@ -36,6 +38,10 @@ class TerminalState(enum.StrEnum):
     # The SSRF guard refused every address of the host (not public, not allowed): nothing was
     # sent; last_error names the addresses. Added in schema v2.
     BLOCKED = "blocked"
+    # A sitemap (or sitemap index) / an RSS or Atom feed was fetched and its URLs were admitted
+    # (agents/sitemap.py, agents/feeds.py): not a page, so not counted as one.
+    SITEMAP = "sitemap"
+    FEED = "feed"
 
 
 CrawlRunState = Literal["running", "paused", "stopped"]
@@ -107,8 +113,12 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     honor_nofollow: bool = True
     honor_noindex: bool = True
     honor_x_robots_tag: bool = True
-    # Discovery: follow a page's rel=canonical (<link> or Link header) instead of its own links.
+    # Discovery: follow a page's rel=canonical (<link> or Link header) instead of its own links;
+    # sitemaps of each origin's robots.txt (and sitemap seeds); RSS/Atom feeds linked by pages.
     follow_canonical: bool = False
+    sitemaps: bool = True
+    sitemap_seeds: Annotated[tuple[Url, ...], Meta(max_length=MAX_SEEDS)] = ()
+    feeds: bool = True
     # Fetching.
     max_body: Annotated[int, Meta(ge=1, le=1 << 30)] = 10 * 1024 * 1024
     timeout: Timeout = 30.0
@@ -122,12 +132,20 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     state: CrawlRunState = "running"
 
 
-class UrlRef(msgspec.Struct, frozen=True, array_like=False):
-    """A discovered URL: its text (canonical when the sender canonicalized it), depth, parent."""
+# What a queued URL is fetched as: a page (HTML), a sitemap or sitemap index, or a feed.
+UrlKind = Literal["page", "sitemap", "feed"]
+LastMod = Annotated[str, Meta(max_length=64)]
+
+
+class UrlRef(msgspec.Struct, frozen=True, array_like=False, omit_defaults=True):
+    """A discovered URL: its text (canonical when the sender canonicalized it), depth, parent;
+    ``kind`` and, for URLs listed in a sitemap, its ``lastmod`` (as written there, W3C date)."""
 
     url: Url
     depth: Annotated[int, Meta(ge=0)]
     parent: Url | None = None
+    kind: UrlKind = "page"
+    lastmod: LastMod | None = None
 
 
 class FrontierBatch(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,6 +166,8 @@ class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
     parent: str | None = None
     attempts: int = 0
     last_error: str | None = None
+    kind: UrlKind = "page"
+    lastmod: str | None = None
 
 
 OutcomeKind = Literal["page", "robots"]
@@ -184,6 +204,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     robots_body: str | None = None
     robots_status: int | None = None
     links: tuple[UrlRef, ...] = ()
+    lastmod: str | None = None  # the entry's, so that a replayed outcome repeats its status
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
@@ -225,6 +246,7 @@ class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
     last_error: str | None = None
     final_url: str | None = None
     updated_at: float
+    lastmod: str | None = None  # the sitemap's <lastmod> of this URL, if it was listed in one
 
 
 class OriginState(msgspec.Struct, kw_only=True):

@@ -24,6 +24,7 @@ from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
 from streamcrawl.agents.kafka_scheduler import FetchService
 from streamcrawl.agents.kafka_state import TableStore, partition_for
+from streamcrawl.agents.listings import seed_sitemaps
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.agents.state import ORIGINS
@@ -146,6 +147,8 @@ class AgentsCrawl:
         for seed in self.policy.seeds:
             canon = self.rules.canonicalizer.canonicalize(seed)
             seeds.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
+        for sitemaps in seed_sitemaps(self.rules):  # as the seed command sends --sitemap URLs
+            seeds.setdefault(sitemaps.origin, []).extend(sitemaps.urls)
         for origin, refs in seeds.items():
             batch = FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
             await self._publish("frontier", [(origin.encode(), encode(batch))])

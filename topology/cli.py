@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     crawl = sub.add_parser("crawl", help="crawl in this process (no Kafka, no Cassandra)")
-    crawl.add_argument("urls", nargs="+", metavar="URL")
+    crawl.add_argument("urls", nargs="*", metavar="URL")
     crawl.add_argument(
         "--out", type=Path, default=Path("out"), help="output directory (default ./out)"
     )

@@ -187,6 +187,21 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a page whose rel=canonical names another URL: crawl that URL, not the page's links",
     )
+    p.add_argument(
+        "--sitemap",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also start from this sitemap or sitemap index (repeatable; may be gzipped)",
+    )
+    p.add_argument(
+        "--no-sitemaps",
+        action="store_true",
+        help="do not read sitemaps (neither robots.txt Sitemap: lines nor --sitemap)",
+    )
+    p.add_argument(
+        "--no-feeds", action="store_true", help="do not fetch the RSS/Atom feeds pages link to"
+    )
 
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
@@ -194,12 +209,22 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
     ``ConfigError`` for a spec outside the record's bounds (e.g. too many ``--allow-host``)."""
     from streamcrawl.agents.canonical import canonicalize
 
+    if not seeds and not args.sitemap:
+        raise ConfigError("a URL to crawl (or a --sitemap URL) is required")
+    if args.sitemap and args.no_sitemaps:
+        raise ConfigError("--sitemap and --no-sitemaps contradict each other")
     canonical = []
     for seed in seeds:
         try:
             canonical.append(canonicalize(seed).url)
         except InvalidURL as exc:
             raise InvalidURL(f"invalid seed URL {seed!r}: {exc}") from None
+    sitemaps = []
+    for sitemap in args.sitemap:
+        try:
+            sitemaps.append(canonicalize(sitemap).url)
+        except InvalidURL as exc:
+            raise InvalidURL(f"invalid sitemap URL {sitemap!r}: {exc}") from None
     policy = CrawlPolicy(
         crawl_id=crawl_id,
         seeds=tuple(canonical),
@@ -223,6 +248,9 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         fold_trailing_slash=args.fold_trailing_slash,
         store_bodies=args.store_bodies,
         follow_canonical=args.follow_canonical,
+        sitemaps=not args.no_sitemaps,
+        sitemap_seeds=tuple(sitemaps),
+        feeds=not args.no_feeds,
     )
     try:
         return check(policy)

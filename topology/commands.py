@@ -44,7 +44,7 @@ def add_kafka_commands(sub: Any) -> None:
     add_allow_network_flag(worker)
 
     seed = sub.add_parser("seed", help="publish a crawl spec and its seed URLs")
-    seed.add_argument("urls", nargs="+", metavar="URL")
+    seed.add_argument("urls", nargs="*", metavar="URL")
     _service_flags(seed)
     add_policy_flags(seed)
 

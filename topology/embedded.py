@@ -22,6 +22,7 @@ from aiohttp.abc import AbstractResolver
 
 from streamcrawl.agents.fetch import make_session
 from streamcrawl.agents.frontier import Frontier, admitted_count, load_origin, seen_key
+from streamcrawl.agents.listings import merge, seed_sitemaps
 from streamcrawl.agents.netguard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.pipeline import Report, Stages, wait_first
 from streamcrawl.agents.rules import CrawlRules
@@ -126,8 +127,11 @@ class EmbeddedCrawl:
             seeds.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
         ch = Changes(self.store)
         statuses = []
-        for origin, refs in seeds.items():
-            batch = FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
+        batches = [
+            FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
+            for origin, refs in seeds.items()
+        ]
+        for batch in merge([*batches, *seed_sitemaps(self.rules)]):
             admission = self.frontier.admit(ch, batch, self.rules, budget=self._budget(ch))
             statuses.extend(admission.statuses)
             self.summary.queued += len(admission.queued)
@@ -219,7 +223,7 @@ class EmbeddedCrawl:
         return self.summary
 
     async def _guard(self) -> AddressGuard:
-        seeds = await seed_addresses(self.policy.seeds)
+        seeds = await seed_addresses((*self.policy.seeds, *self.policy.sitemap_seeds))
         if seeds:
             log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
         return AddressGuard(self.allow_networks).with_addresses(seeds)

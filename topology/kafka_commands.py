@@ -307,6 +307,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     """
     from confluent_kafka import Producer
 
+    from streamcrawl.agents.listings import seed_sitemaps
     from streamcrawl.agents.rules import CrawlRules
     from streamcrawl.schemas.codec import encode
     from streamcrawl.schemas.records import FrontierBatch, UrlRef
@@ -315,11 +316,13 @@ def cmd_seed(args: argparse.Namespace) -> int:
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
     policy = policy_from_args(args, args.urls, crawl_id)
     admin.publish_control(settings, policy)  # the spec first: workers wait for it, bounded
-    canonicalizer = CrawlRules.from_policy(policy).canonicalizer
+    rules = CrawlRules.from_policy(policy)
     by_origin: dict[str, list[UrlRef]] = {}
     for seed in policy.seeds:
-        canon = canonicalizer.canonicalize(seed)
+        canon = rules.canonicalizer.canonicalize(seed)
         by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
+    for sitemaps in seed_sitemaps(rules):  # --sitemap URLs, queued as sitemaps
+        by_origin.setdefault(sitemaps.origin, []).extend(sitemaps.urls)
     errors = ConnectionErrors()
     producer = Producer(kafka_clients.librdkafka_producer_config(settings) | errors.config())
     failures: list[str] = []
