@@ -35,7 +35,7 @@ def test_discovery_flags(command: str) -> None:
 def test_a_sitemap_alone_is_enough_and_nothing_at_all_is_an_error() -> None:
     args = build_parser().parse_args(["crawl", "--sitemap", URL + "s.xml"])
     assert policy_from_args(args, args.urls, "c1").seeds == ()
-    with pytest.raises(ConfigError, match="URL to crawl .* is required"):
+    with pytest.raises(ConfigError, match=r"URL to crawl .* is required"):
         policy_from_args(build_parser().parse_args(["crawl"]), [], "c1")
     both = build_parser().parse_args(["crawl", "--sitemap", URL, "--no-sitemaps"])
     with pytest.raises(ConfigError, match="contradict"):
