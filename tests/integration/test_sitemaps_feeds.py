@@ -85,16 +85,6 @@ async def test_lastmod_is_kept_with_the_url(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("wiring", WIRINGS)
-async def test_no_sitemaps_turns_discovery_off(wiring: str, tmp_path: Path) -> None:
-    async with RecordingServer() as srv:
-        sitemap_site(srv)
-        policy = CrawlPolicy(crawl_id="t", seeds=(srv.url("/"),), delay=0.0, sitemaps=False)
-        states = await crawl(wiring, policy, tmp_path, timeout=30)
-    assert {url: s.state for url, s in states.items()} == {srv.url("/"): "fetched"}
-    assert sorted(srv.paths()) == ["/", "/robots.txt"]
-
-
-@pytest.mark.parametrize("wiring", WIRINGS)
 async def test_a_sitemap_seed_alone_starts_a_crawl(wiring: str, tmp_path: Path) -> None:
     async with RecordingServer() as srv:
         sitemap_site(srv)
@@ -192,11 +182,13 @@ async def test_pages_only_in_feeds_are_found(wiring: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("wiring", WIRINGS)
-async def test_no_feeds_turns_feeds_off(wiring: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("off", ["sitemaps", "feeds"])
+async def test_no_sitemaps_and_no_feeds_turn_discovery_off(
+    wiring: str, off: str, tmp_path: Path
+) -> None:
     async with RecordingServer() as srv:
-        feed_site(srv)
-        policy = CrawlPolicy(
-            crawl_id="t", seeds=(srv.url("/"),), delay=0.0, obey_robots=False, feeds=False
-        )
+        (sitemap_site if off == "sitemaps" else feed_site)(srv)
+        policy = CrawlPolicy(crawl_id="t", seeds=(srv.url("/"),), delay=0.0, **{off: False})
         states = await crawl(wiring, policy, tmp_path, timeout=30)
     assert {url: s.state for url, s in states.items()} == {srv.url("/"): "fetched"}
+    assert set(srv.paths()) <= {"/", "/robots.txt"}
