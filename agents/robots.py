@@ -230,7 +230,7 @@ def robots_directives(content: str) -> set[str]:
     """Directive names in a robots meta/header value; ``none`` adds noindex and nofollow.
 
     >>> sorted(robots_directives("NoIndex, max-snippet:20 ,none"))
-    ['max-snippet', 'noindex', 'nofollow', 'none']
+    ['max-snippet', 'nofollow', 'noindex', 'none']
     """
     out: set[str] = set()
     for part in content.split(","):

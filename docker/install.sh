@@ -5,7 +5,7 @@
 # fresh venv), so a broken install step fails CI even though CI cannot build images.
 # --only-binary=:all: makes a dependency that would need a compiler fail here, loudly, instead of
 # silently needing gcc in the image: rocksdict, cassandra-driver, confluent-kafka, msgspec,
-# selectolax, brotli, zstandard and faust-streaming ship manylinux wheels for CPython 3.11 on
+# selectolax, brotli, ada-url and faust-streaming ship manylinux wheels for CPython 3.11 on
 # x86_64. Not on aarch64: faust-streaming 0.15.x publishes no arm64 wheel, so arm64 images need
 # a wheel built elsewhere (this script then fails rather than compiling).
 # The venv gets no pip of its own: the final image carries no installer and no build tools.
