@@ -11,7 +11,8 @@
    List snapshot bundled with ``publicsuffixlist``.  ``allow_hosts`` and
    ``allow_domains`` ADD to the seeds' hosts: the seeds themselves are always in scope.
 2. ``"depth"``: ``depth > max_depth`` (seeds are depth 0; ``None`` means unlimited).
-3. ``"exclude"``: one of the ``exclude`` regexes matches (``re.search`` on the canonical URL).
+3. ``"exclude"``: one of the ``exclude`` regexes matches (a search on the canonical URL, with
+   RE2: linear time whatever the pattern, see ``agents/patterns.py``).
 4. ``"include"``: there are ``include`` regexes and none matches.
 5. Trap guards: ``"trap:url_length"`` (longer than ``max_url_length``), ``"trap:path_depth"``
    (more than ``max_path_depth`` non-empty path segments), ``"trap:repeated_segment"`` (one
@@ -28,13 +29,13 @@ from __future__ import annotations
 import datetime
 import functools
 import ipaddress
-import re
 from collections import Counter
 
 from publicsuffixlist import PublicSuffixList
 
 from streamcrawl.agents.canonical import CanonicalOptions, canonical_host, canonicalize
 from streamcrawl.agents.errors import ConfigError, InvalidURL
+from streamcrawl.agents.patterns import UrlPattern, compile_pattern
 from streamcrawl.agents.traps import calendar_out_of_range, session_in_path
 from streamcrawl.schemas.records import CrawlPolicy
 
@@ -89,8 +90,8 @@ class Scope:
         *,
         sites: frozenset[str],
         domains: tuple[str, ...] = (),
-        include: tuple[re.Pattern[str], ...] = (),
-        exclude: tuple[re.Pattern[str], ...] = (),
+        include: tuple[UrlPattern, ...] = (),
+        exclude: tuple[UrlPattern, ...] = (),
         max_depth: int | None = None,
         max_url_length: int = 2048,
         max_path_depth: int = 32,
@@ -208,11 +209,5 @@ def _allowed_domain(value: str) -> str:
     return domain
 
 
-def _compile(patterns: tuple[str, ...], what: str) -> tuple[re.Pattern[str], ...]:
-    compiled = []
-    for pattern in patterns:
-        try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise ConfigError(f"{what} pattern {pattern!r} is not a valid regex: {exc}") from None
-    return tuple(compiled)
+def _compile(patterns: tuple[str, ...], what: str) -> tuple[UrlPattern, ...]:
+    return tuple(compile_pattern(pattern, f"{what} pattern") for pattern in patterns)

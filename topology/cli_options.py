@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, get_type_hints
 
@@ -77,10 +76,14 @@ def _crawl_id(text: str) -> str:
 
 
 def _regex(text: str) -> str:
+    """A scope pattern RE2 can evaluate (linear time; ``agents/patterns.py``)."""
+    from streamcrawl.agents.errors import ConfigError
+    from streamcrawl.agents.patterns import compile_pattern
+
     try:
-        re.compile(text)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {exc}") from None
+        compile_pattern(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

@@ -41,7 +41,7 @@ def chain_site(n: int) -> dict[str, object]:
         (["crawl", "http://example.com:99999/"], "invalid seed URL"),
         (["crawl", "http://127.0.0.1/", "--delay", "soon"], "expected seconds"),
         (["crawl", "http://127.0.0.1/", "--concurrency", "0"], "at least 1"),
-        (["crawl", "http://127.0.0.1/", "--include", "("], "bad regular expression"),
+        (["crawl", "http://127.0.0.1/", "--include", "("], "is not a valid regex"),
         (["crawl", "http://127.0.0.1/", "--crawl-id", "../etc"], "crawl id"),
         (["crawl"], "required"),
     ],
