@@ -188,6 +188,13 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
     "--fold-trailing-slash": (["--fold-trailing-slash"], policy("fold_trailing_slash"), True),
     "--store-bodies": (["--store-bodies"], policy("store_bodies"), True),
     "--follow-canonical": (["--follow-canonical"], policy("follow_canonical"), True),
+    "--sitemap": (
+        ["--sitemap", "http://127.0.0.1:9/s.xml"],
+        policy("sitemap_seeds"),
+        ("http://127.0.0.1:9/s.xml",),
+    ),
+    "--no-sitemaps": (["--no-sitemaps"], policy("sitemaps"), False),
+    "--no-feeds": (["--no-feeds"], policy("feeds"), False),
 }
 
 SERVICE_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] = {
