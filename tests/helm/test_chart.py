@@ -610,3 +610,48 @@ def test_autoscaling_measures_the_workers_consumer_group(helm: str) -> None:
     (scaled,) = of_kind(docs, "ScaledObject")
     groups = {t["metadata"]["consumerGroup"] for t in scaled["spec"]["triggers"]}
     assert groups == {app_id(Settings(topic_prefix="crawlx"))}
+
+
+# --- NetworkPolicy (defence in depth behind the SSRF guard) ---------------------------------
+
+
+def test_production_network_policy_allows_dns_services_and_public_addresses_only(
+    helm: str,
+) -> None:
+    from streamcrawl.agents import netguard
+
+    docs = list(_render(helm, "ci/production-values.yaml"))
+    policy = one(docs, "NetworkPolicy")
+    worker = one(docs, "StatefulSet")
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
+    assert spec["policyTypes"] == ["Egress"]
+    dns, kafka, cassandra, public = spec["egress"]
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+    # Ports from kafka.bootstrap (crawl-kafka-bootstrap.kafka.svc:9093) and cassandra.hosts.
+    assert kafka["ports"] == [{"protocol": "TCP", "port": 9093}]
+    assert kafka["to"][0]["podSelector"]["matchLabels"]["strimzi.io/cluster"] == "crawl"
+    assert cassandra["ports"] == [{"protocol": "TCP", "port": 9042}]
+    assert "ports" not in public  # any port, but only public addresses
+    v4, v6 = (peer["ipBlock"] for peer in public["to"])
+    assert (v4["cidr"], v6["cidr"]) == ("0.0.0.0/0", "::/0")
+    # The same ranges as the guard refuses (NAT64 left to the guard, which reads inside it).
+    guard = {str(n) for n in netguard._BLOCKED}
+    assert set(v4["except"]) | set(v6["except"]) == guard
+    assert "169.254.0.0/16" in v4["except"] and "fc00::/7" in v6["except"]
+
+
+def test_network_policy_adds_allow_networks_and_needs_its_peers(helm: str) -> None:
+    values = [*CASES["ci/production-values.yaml"], "--set", "worker.allowNetworks={10.5.0.0/16}"]
+    proc = template(helm, *values)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    public = one(docs, "NetworkPolicy")["spec"]["egress"][3]
+    assert public["to"][2] == {"ipBlock": {"cidr": "10.5.0.0/16"}}
+    assert of_kind(list(_render(helm, "default")), "NetworkPolicy") == []
+    proc = template(helm, "--set", "networkPolicy.enabled=true")
+    assert proc.returncode != 0
+    assert "networkPolicy.enabled needs networkPolicy.kafka and networkPolicy.cassandra" in (
+        proc.stderr
+    )

@@ -155,6 +155,7 @@ def worker_run(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> tuple[str
         return Worker()
 
     monkeypatch.setattr(kafka_commands, "make_worker", make_worker)
+    monkeypatch.setattr(kafka_commands, "_check_services", lambda settings: None)  # no Kafka here
     monkeypatch.setattr(app_module, "create_app", lambda s: s)
     for name, value in settings.model_dump().items():
         raw = value.get_secret_value() if isinstance(value, SecretStr) else value

@@ -223,6 +223,19 @@ when their TLS is on. */}}
 {{- end }}
 {{- end -}}
 
+{{/* The distinct ports of a "host:port,host:port" list, as NetworkPolicy TCP ports. */}}
+{{- define "streamcrawl.endpointPorts" -}}
+{{- $ports := list -}}
+{{- range splitList "," . -}}
+{{- $port := regexFind "[0-9]+$" (trim .) -}}
+{{- if and $port (regexMatch ":[0-9]+$" (trim .)) -}}{{- $ports = append $ports $port -}}{{- end -}}
+{{- end -}}
+{{- range uniq $ports }}
+- protocol: TCP
+  port: {{ . }}
+{{- end -}}
+{{- end -}}
+
 {{/* Validation: cross-field rules values.schema.json cannot express. ------------------- */}}
 
 {{- define "streamcrawl.validate" -}}
