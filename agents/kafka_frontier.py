@@ -35,6 +35,7 @@ from typing import Protocol
 
 from streamcrawl.agents.frontier import Admission, Frontier, admitted_count
 from streamcrawl.agents.kafka_control import SharedView, budget_key
+from streamcrawl.agents.kafka_counts import count, counts_key, message_key
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.rules import CrawlRules
@@ -202,12 +203,16 @@ class FrontierAgent:
             )
             return
         part = batch.part(where.partition, self.store)
+        batch.ended = []
         if isinstance(record, FrontierBatch):
             admission = self._admission(batch, part, where, record, rules)
             if admission.state is not None and admission.queued:
                 part.after.append(partial(self.hook.admitted, admission.state))
         else:
             self._apply(batch, part, where, record, rules)
+        # This partition's terminal-state counts, for `status` (replay-safe by offset).
+        if count(part.changes, short, where.partition, where.offset, batch.ended) is not None:
+            part.counted = True
 
     def _apply(
         self, batch: _Batch, part: _Part, where: Where, outcome: Outcome, rules: CrawlRules
@@ -263,6 +268,11 @@ class FrontierAgent:
                         for c in sorted(part.budgets)
                     ],
                 )
+            if part.counted:  # its whole count: the last message of its `counts` partition
+                enter(partition)
+                record = part.changes.get(counts_key(partition))
+                if record is not None:
+                    batch.send("counts", [(message_key(partition, self.partitions), record)])
         writes = {p: part.changes.writes for p, part in batch.parts.items() if part.changes.writes}
         if batch.sends or writes:
             await self.commit(batch.sends, writes, enter)
@@ -293,6 +303,7 @@ class _Part:
     changes: Changes
     budgets: set[str] = field(default_factory=set)  # crawls whose admitted count to publish
     after: list[Callable[[], None]] = field(default_factory=list)  # scheduler calls, in order
+    counted: bool = False  # its terminal-state counts changed (agents/kafka_counts.py)
 
 
 @dataclass
@@ -305,6 +316,7 @@ class _Batch:
     duplicates: int = 0
     admitted: int = 0
     retries: int = 0
+    ended: list[UrlStatus] = field(default_factory=list)  # the current event's statuses
 
     def part(self, partition: int, store: TableStore) -> _Part:
         part = self.parts.get(partition)
@@ -320,6 +332,7 @@ class _Batch:
         events, and the replay repeats every status: ``Frontier.apply`` rebuilds an outcome's
         from the outcome, ``Frontier.admit`` recognises URLs this very event ended
         (``source``)."""
+        self.ended.extend(statuses)
         if statuses:
             self.send("status", [(s.origin.encode(), encode(s)) for s in statuses])
             for status in statuses:

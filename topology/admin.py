@@ -8,6 +8,8 @@ Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partiti
 ``<prefix>.pages``     Page, keyed by origin; zstd, ``max.message.bytes`` from the settings
 ``<prefix>.status``    UrlStatus (terminal URL states), keyed by origin; consumed by the sink
 ``<prefix>.control``   CrawlPolicy keyed by crawl id; ``cleanup.policy=compact``
+``<prefix>.counts``    PartitionCounts (agents/kafka_counts.py): partition p = frontier partition
+                       p's terminal-state counts; compacted; read by ``status``
 =====================  =========================================================================
 
 Faust's own changelog and repartition topics are created by Faust, not here.
@@ -42,7 +44,7 @@ from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("frontier", "outcomes", "pages", "status", "control")
+TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts")
 # Faust's table changelogs. Created here, not left to the worker: a worker that creates them
 # itself can read the broker's metadata before the new topic is in it and then crash-loops on
 # "changelog topic has 0 partitions" (seen with a KRaft broker).
@@ -79,6 +81,13 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
         "max.message.bytes": str(settings.max_message_bytes),
     }
     configs["control"] = {"cleanup.policy": "compact"}
+    # Partition p's last message is its whole count (agents/kafka_counts.py); compaction only
+    # bounds the topic's size, so rolled segments are cleaned early.
+    configs["counts"] = {
+        "cleanup.policy": "compact",
+        "segment.ms": "600000",
+        "min.cleanable.dirty.ratio": "0.1",
+    }
     return configs
 
 

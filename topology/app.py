@@ -90,6 +90,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
 
     out = {s: topic(s, internal=False) for s in ("frontier", "outcomes", "pages", "status")}
     out["budget"] = topic("budget", internal=True, partitions=1, compacting=True)
+    out["counts"] = topic("counts", internal=False)  # created by `admin create-topics`
 
     async def publish(
         short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False

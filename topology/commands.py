@@ -54,10 +54,14 @@ def add_kafka_commands(sub: Any) -> None:
     pages.add_argument("--follow", action="store_true", help="keep waiting for new pages")
     pages.add_argument("--from-beginning", action="store_true", help="start at the oldest page")
 
-    status = sub.add_parser("status", help="counts per terminal state, from Cassandra")
-    _cassandra_flags(status)  # status reads no Kafka topic
+    status = sub.add_parser("status", help="counts per terminal state, rate, sink lag")
+    _service_flags(status)  # the counts topic and the sink group's lag
+    _cassandra_flags(status)  # --exact
     status.add_argument("--crawl-id", help="one crawl (default: all)")
     status.add_argument("--json", action="store_true", help="one JSON object")
+    status.add_argument(
+        "--exact", action="store_true", help="count the state rows in Cassandra (reads them all)"
+    )
 
     for verb in ("pause", "resume", "stop"):
         control = sub.add_parser(verb, help=f"{verb} a crawl")

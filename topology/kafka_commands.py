@@ -21,9 +21,10 @@ from typing import Any
 import msgspec
 
 from streamcrawl.agents.errors import CrawlError
+from streamcrawl.agents.sink import CrawlStats
 from streamcrawl.schemas.codec import BadMessage, decode
-from streamcrawl.schemas.records import CrawlRunState, TerminalState
-from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.schemas.records import CrawlRunState
+from streamcrawl.topology import admin, kafka_clients, kafka_status
 from streamcrawl.topology.cli_options import policy_from_args
 from streamcrawl.topology.kafka_errors import ConnectionErrors, check_worker_connection
 from streamcrawl.topology.settings import Settings, load_settings
@@ -76,15 +77,19 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status [--crawl-id ID] [--json]``: counts per terminal state, from Cassandra.
+    """``status [--crawl-id ID] [--json] [--exact]``: counts per terminal state.
 
-    With ``--json`` prints ONE object ``{"crawl_id", "states", "pages_per_s"}`` where
-    ``states`` has every terminal state (0 when none). Without ``--crawl-id`` the object sums
-    all crawls (``crawl_id`` null) and adds ``"crawls": {id: {"states", "pages_per_s"}}``.
+    From the frontier agents' per-partition counts on ``<prefix>.counts`` (one message per
+    partition, ``topology/kafka_status.py``), with the sink's lag; ``--exact`` counts the
+    state rows in Cassandra instead (reads every row of the crawl). With ``--json`` prints ONE
+    object ``{"crawl_id", "states", "pages_per_s", "source", ...}`` where ``states`` has every
+    terminal state (0 when none) and ``source`` is ``counts`` (then also ``sink_lag``: messages
+    the sink has not written yet, null before its first commit) or ``cassandra``. Without
+    ``--crawl-id`` the object sums all crawls (``crawl_id`` null) and adds
+    ``"crawls": {id: {"states", "pages_per_s"}}``.
     """
     settings = _settings(args)
-    _quiet_cassandra_driver()
-    report = asyncio.run(_status_report(settings, args.crawl_id))
+    report = _status_report(settings, args.crawl_id, exact=args.exact)
     if args.json:
         print(json.dumps(report, sort_keys=False))
     else:
@@ -92,31 +97,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _status_report(settings: Settings, crawl_id: str | None) -> dict[str, Any]:
+def _status_report(settings: Settings, crawl_id: str | None, *, exact: bool) -> dict[str, Any]:
+    if exact:
+        _quiet_cassandra_driver()
+        stats = asyncio.run(_cassandra_stats(settings, crawl_id))
+        return kafka_status.report(stats, crawl_id, source="cassandra")
+    stats, lag = kafka_status.read_status(settings)
+    return kafka_status.report(stats, crawl_id, source="counts", sink_lag=lag)
+
+
+async def _cassandra_stats(settings: Settings, crawl_id: str | None) -> dict[str, CrawlStats]:
     from streamcrawl.agents.sink_cassandra import CassandraSink
 
     sink = CassandraSink(settings.cassandra_config())
     await sink.start()
     try:
-        stats = await sink.stats(crawl_id)
+        return await sink.stats(crawl_id)
     finally:
         await sink.stop()
-    crawls: dict[str, dict[str, Any]] = {
-        cid: {"states": s.all_states(), "pages_per_s": s.pages_per_s()}
-        for cid, s in sorted(stats.items())
-    }
-    if crawl_id is not None:
-        one = crawls.get(crawl_id) or {"states": _zero_states(), "pages_per_s": None}
-        return {"crawl_id": crawl_id, **one}
-    totals = _zero_states()
-    for crawl in crawls.values():
-        for state, n in crawl["states"].items():
-            totals[state] += n
-    return {"crawl_id": None, "states": totals, "pages_per_s": None, "crawls": crawls}
-
-
-def _zero_states() -> dict[str, int]:
-    return {state.value: 0 for state in TerminalState}
 
 
 def _print_status(report: dict[str, Any]) -> None:
@@ -126,6 +124,9 @@ def _print_status(report: dict[str, Any]) -> None:
     if not crawls:
         print("no crawls recorded yet")
         return
+    lag = report.get("sink_lag")
+    if report.get("source") == "counts":
+        print("sink lag: " + ("not started" if lag is None else f"{lag} messages"))
     for crawl_id, crawl in crawls.items():
         rate = crawl["pages_per_s"]
         print(f"crawl {crawl_id}" + (f"  ({rate:.2f} pages/s)" if rate is not None else ""))

@@ -21,7 +21,7 @@ from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.settings import Settings, load_settings
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
-SHORT = ("frontier", "outcomes", "pages", "status", "control")
+SHORT = ("frontier", "outcomes", "pages", "status", "control", "counts")
 
 
 def kafka_settings(bootstrap: str, prefix: str, partitions: int = 3) -> Settings:

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from streamcrawl.agents.kafka_counts import CrawlCounts, PartitionCounts
 from streamcrawl.agents.sink_cassandra import CassandraSink
 from streamcrawl.agents.sink_cassandra_driver import create_schema
 from streamcrawl.schemas.codec import encode
@@ -210,7 +212,8 @@ async def test_status_command(cassandra_hosts: str, cassandra_keyspace: str) -> 
     await sink.write([], statuses)
     await sink.stop()
 
-    flags = ("--cassandra-hosts", cassandra_hosts, "--cassandra-keyspace", cassandra_keyspace)
+    flags = ("--exact", "--cassandra-hosts", cassandra_hosts, "--cassandra-keyspace",
+             cassandra_keyspace)  # fmt: skip
     result = run_cli("status", "--json", "--crawl-id", crawl_id, *flags)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -219,6 +222,7 @@ async def test_status_command(cassandra_hosts: str, cassandra_keyspace: str) -> 
         "states": {s.value: {"fetched": 5, "robots_denied": 2}.get(s.value, 0) for s in
                    TerminalState},
         "pages_per_s": 2.5,  # 5 pages fetched over 2 seconds
+        "source": "cassandra",
     }  # fmt: skip
     overall = json.loads(run_cli("status", "--json", *flags).stdout)
     assert overall["crawl_id"] is None and overall["crawls"][crawl_id]["states"]["fetched"] == 5
@@ -226,7 +230,64 @@ async def test_status_command(cassandra_hosts: str, cassandra_keyspace: str) -> 
     text = run_cli("status", "--crawl-id", crawl_id, *flags).stdout
     assert f"crawl {crawl_id}" in text and "robots_denied" in text and "2.50 pages/s" in text
 
-    dead = run_cli("status", "--cassandra-hosts", "127.0.0.1:1")
+    dead = run_cli("status", "--exact", "--cassandra-hosts", "127.0.0.1:1")
     assert dead.returncode == 1
     assert dead.stderr.startswith("streamcrawl: cannot reach Cassandra at 127.0.0.1:1")
     assert dead.stderr.count("\n") == 1
+
+
+@pytest.mark.kafka
+@pytest.mark.integration
+def test_status_reads_one_counts_message_per_partition(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """1 M synthetic URL states over 12 partitions; older messages of a partition are not read
+    (its last message is its whole count), and the sink's lag is what it has not committed."""
+    partitions = 12
+    settings = load_settings(
+        kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix, partitions=partitions
+    )
+    admin.create_topics(settings)
+    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+    counts_topic = f"{topic_prefix}.counts"
+    for p in range(partitions):
+        stale = PartitionCounts(partition=p, crawls={"big": CrawlCounts(states={"fetched": 7})})
+        final = PartitionCounts(
+            partition=p,
+            offsets={"outcomes": 10**6},
+            crawls={
+                "big": CrawlCounts(
+                    states={"fetched": 80_000, "out_of_scope": 3_000, "cancelled": 333 + (p < 4)},
+                    first_fetched_at=1_000.0 + p, last_fetched_at=2_000.0 - p,
+                ),
+                "small": CrawlCounts(states={"failed": 1}),
+            },
+        )  # fmt: skip
+        for record in (stale, final):
+            producer.produce(counts_topic, key=b"k", value=msgspec.json.encode(record), partition=p)
+    for i in range(5):
+        page = make_page("big", ORIGINS[0], i)
+        producer.produce(f"{topic_prefix}.pages", key=page.origin.encode(), value=encode(page))
+    assert producer.flush(30) == 0
+    group = {"group.id": admin.sink_group(settings)}
+    sink = Consumer(kafka_clients.librdkafka_config(settings) | group)
+    pages_partition = murmur2_partition(ORIGINS[0].encode(), partitions)
+    sink.commit(offsets=[TopicPartition(f"{topic_prefix}.pages", pages_partition, 2)],
+                asynchronous=False)  # fmt: skip
+    sink.close()
+
+    flags = ("--kafka-bootstrap", kafka_bootstrap, "--topic-prefix", topic_prefix)
+    result = run_cli("status", "--json", "--crawl-id", "big", *flags)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    states = report["states"]
+    assert (states["fetched"], states["out_of_scope"], states["cancelled"]) == (
+        960_000, 36_000, 4_000,
+    )  # fmt: skip
+    assert sum(states.values()) == 1_000_000 and states["failed"] == 0
+    assert report["pages_per_s"] == 960.0  # over 1000 s: the earliest first, the latest last
+    assert report["source"] == "counts" and report["sink_lag"] == 3  # 5 pages, 2 written
+    everything = json.loads(run_cli("status", "--json", *flags).stdout)
+    assert everything["crawls"]["small"]["states"]["failed"] == partitions
+    text = run_cli("status", "--crawl-id", "big", *flags).stdout
+    assert "sink lag: 3 messages" in text and "crawl big" in text and "pages/s" in text

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient
 
 from streamcrawl.topology import admin, kafka_clients
-from tests.integration.site import Cluster, page_requests, serve_site
+from tests.integration.site import STREAMCRAWL, Cluster, page_requests, serve_site
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 
@@ -66,6 +69,24 @@ def test_one_worker_crawls_everything_once_and_politely(crawled: dict[str, Any])
     worker = crawled["worker"]
     assert worker.metric("streamcrawl_fetch_pages_total", status_class="2xx") == ORIGINS * PAGES
     assert worker.get("/healthz")[0] == 200
+
+
+def test_status_reads_the_frontier_counts(crawled: dict[str, Any]) -> None:
+    cluster: Cluster = crawled["cluster"]
+    env = {**os.environ, **cluster.env}
+    fast = subprocess.run(
+        [STREAMCRAWL, "status", "--json", "--crawl-id", "e2e"],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    exact = subprocess.run(
+        [STREAMCRAWL, "status", "--json", "--exact", "--crawl-id", "e2e"],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    counted, stored = json.loads(fast.stdout), json.loads(exact.stdout)
+    assert counted["states"] == stored["states"]
+    assert counted["states"]["fetched"] == ORIGINS * PAGES
+    assert (counted["source"], stored["source"]) == ("counts", "cassandra")
+    assert counted["sink_lag"] == 0  # wait_states waited for every row
 
 
 def test_replaying_the_sink_topics_leaves_the_same_rows(crawled: dict[str, Any]) -> None:

@@ -77,8 +77,8 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
             seen["loglevel"] = loglevel
             return Worker()
 
-        async def status_report(settings: Any, crawl_id: str | None) -> dict[str, Any]:
-            seen["crawl_id"] = crawl_id
+        def status_report(settings: Any, crawl_id: str | None, *, exact: bool) -> dict[str, Any]:
+            seen["crawl_id"], seen["exact"] = crawl_id, exact
             return {"crawl_id": crawl_id, "states": {}, "pages_per_s": None}
 
         @contextlib.contextmanager
@@ -259,6 +259,7 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
     ),
     ("status", "--crawl-id"): (["--crawl-id", "c9"], lambda seen: seen["crawl_id"], "c9"),
     ("status", "--json"): (["--json"], lambda seen: seen["stdout"].startswith("{"), True),
+    ("status", "--exact"): (["--exact"], lambda seen: seen["exact"], True),
     ("admin", "--partitions"): (["--partitions", "5"], setting("partitions"), 5),
     ("admin", "--replication-factor"): (
         ["--replication-factor", "3"],
