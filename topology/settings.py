@@ -164,13 +164,16 @@ class Settings(BaseSettings):
 def load_settings(**overrides: Any) -> Settings:
     """Build the settings from ``overrides`` (flags; ``None`` values ignored), then environment.
 
-    Raises ``ConfigError`` with one line per bad value.
+    Raises ``ConfigError`` with one line per bad value. It is raised outside the ``except``
+    block so that it carries no ``__context__``: pydantic's ``ValidationError`` quotes the bad
+    input, which may be a password, and an error reporter walking the chain would print it.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**given)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, flags=set(given))) from None
+        message = format_validation_error(exc, flags=set(given))
+    raise ConfigError(message)
 
 
 def format_validation_error(exc: ValidationError, flags: Collection[str] = ()) -> str:
