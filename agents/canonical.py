@@ -44,7 +44,7 @@ any difference not in this list):
   not allow), a trailing dot of a host, the fragment, tracking parameters, the query order.
 
 Speed: ``Canonicalizer`` adds a (base, href) LRU in front, and hosts are memoised
-(``bench/micro_canonical.py``).
+(``bench/micro_canonical.py``; rows in ``bench/notes/issue15-findings.md``).
 """
 
 from __future__ import annotations

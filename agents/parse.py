@@ -13,7 +13,8 @@ Link choices:
 - ``link[href]`` only for ``rel`` next, prev/previous, and alternate without a non-HTML ``type``
   (language variants, not RSS feeds); never stylesheet, icon, preload and the like, which are
   not pages. ``rel=canonical`` goes to ``canonical``, not to ``links``. ``rel=alternate`` with
-  an RSS or Atom ``type`` goes to ``feeds``, not to ``links``.
+  an RSS or Atom ``type`` goes to ``feeds``, not to ``links`` (fetched as feeds:
+  ``agents/listings.py``).
 - the URL of ``<meta http-equiv=refresh>``.
 - empty hrefs and bare ``#fragment`` hrefs (this same page) are dropped; other hrefs are kept
   raw (stripped): resolving them against ``base`` and filtering schemes is the canonicalizer's.
