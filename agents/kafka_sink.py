@@ -78,6 +78,7 @@ async def write_batch(sink: Sink, events: Sequence[Position], metrics: Metrics) 
             await sink.write(pages, statuses)
         except SinkBackpressure as exc:
             metrics.sink_backpressure.inc()
+            metrics.sink_retries.labels("backpressure").inc()
             log.warning(
                 "sink backpressure: retrying %d records in %.1f s",
                 len(pages) + len(statuses),
@@ -85,6 +86,7 @@ async def write_batch(sink: Sink, events: Sequence[Position], metrics: Metrics) 
             )
             await asyncio.sleep(exc.retry_after)
         except Exception:
+            metrics.sink_retries.labels("error").inc()
             log.exception(
                 "sink write failed: retrying %d records in %.1f s", len(pages) + len(statuses), wait
             )
@@ -129,6 +131,7 @@ class SinkConsumer(Service):
         self.group = group
         self.open_sink = open_sink
         self.metrics = metrics
+        self.sink: Sink | None = None  # once opened (the health probe reads through it)
         self._consumer: AIOKafkaConsumer | None = None
 
     async def on_start(self) -> None:
@@ -151,7 +154,7 @@ class SinkConsumer(Service):
     async def _run(self) -> None:
         assert self._consumer is not None
         consumer = self._consumer
-        sink = await self.open_sink()
+        sink = self.sink = await self.open_sink()
         while not self.should_stop:
             batch = await consumer.getmany(timeout_ms=SINK_POLL_MS, max_records=SINK_BATCH)
             if not batch:

@@ -173,6 +173,25 @@ class Metrics:
             registry=r,
         )
 
+        self.sink_retries = Counter(
+            "streamcrawl_sink_retries",
+            "Sink batch writes retried, by reason (backpressure, error).",
+            ["reason"],
+            registry=r,
+        )
+        self.health_up = Gauge(
+            "streamcrawl_health_up",
+            "1 while the service (kafka, cassandra) answers the worker's probe, else 0.",
+            ["service"],
+            registry=r,
+        )
+        self.health_reconnects = Counter(
+            "streamcrawl_health_reconnects",
+            "Times a service (kafka, cassandra) answered again after its probe had failed.",
+            ["service"],
+            registry=r,
+        )
+
     def fetched(self, outcome: Outcome, page: Page | None) -> None:
         """Count one dispatch result (any kind)."""
         self.outcomes.labels(outcome.kind, outcome.state).inc()

@@ -4,7 +4,12 @@
 #
 #   scripts/services.sh start [--secure] [kafka] [cassandra]
 #                                   start (default: both), wait until they serve
-#   scripts/services.sh stop        stop what `start` started (recorded PIDs)
+#   scripts/services.sh stop [kafka] [cassandra]
+#                                   stop what `start` started (default: both; recorded PIDs);
+#                                   the data stays until the next `start`
+#   scripts/services.sh resume [kafka] [cassandra]
+#                                   start a stopped service again on its ports with its data
+#                                   (fault tests: a broker or database outage mid-crawl)
 #   scripts/services.sh status      up/down and endpoint of each; exit 3 if down
 #
 # After `start`, `source .services/env` exports STREAMCRAWL_KAFKA_BOOTSTRAP and
@@ -167,12 +172,18 @@ launch_kafka() {  # port controller-port
     "$JAVA" "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
         -c "$dir/server.properties" "${scram[@]}" >"$dir/format.log" 2>&1 ||
         { tail -n 30 "$dir/format.log" >&2; die "kafka: formatting $dir/data failed"; }
+    echo "127.0.0.1:$1" >"$dir/endpoint"
+    run_kafka
+}
+
+run_kafka() {  # the broker of $STATE/kafka, from its config and data as they are
+    local dir=$STATE/kafka jars=$JARS/kafka-$KAFKA_VERSION-log4j-$LOG4J_VERSION
     nohup "$JAVA" -Xms512m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-        -XX:+ExitOnOutOfMemoryError "${jvm[@]}" kafka.Kafka "$dir/server.properties" \
-        </dev/null >"$dir/stdout.log" 2>&1 9>&- &
+        -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$jars/*" \
+        kafka.Kafka "$dir/server.properties" </dev/null >>"$dir/stdout.log" 2>&1 9>&- &
     echo $! >"$dir/pid"
     now_ms >"$dir/launched_ms"
-    echo "127.0.0.1:$1" >"$dir/endpoint"
     STARTED+=(kafka)
 }
 
@@ -267,12 +278,18 @@ launch_cassandra() {  # cql-port storage-port
         secure_jvm=(-Dcassandra.superuser_setup_delay_ms=0)
     fi
     write_cassandra_client_env "$dir" "$1" "$SECURE"
+    echo "127.0.0.1:$1" >"$dir/endpoint"
+    run_cassandra "${secure_jvm[@]}"
+}
+
+run_cassandra() {  # [jvm-flag...]: the node of $STATE/cassandra, from its config and data
+    local dir=$STATE/cassandra jars=$JARS/cassandra-$CASSANDRA_VERSION jamm
     jamm=$(compgen -G "$jars/jamm-*.jar" | head -n 1 || true)
     [[ -n $jamm ]] || die "cassandra: no jamm jar in $jars"
     # No JMX port (cassandra.jmx.local.port unset): nothing here needs nodetool.
     nohup "$JAVA" -Xms1G -Xmx1G -Xss256k -XX:+UseG1GC -XX:+ParallelRefProcEnabled \
         -XX:MaxTenuringThreshold=1 -XX:+ExitOnOutOfMemoryError -Djava.net.preferIPv4Stack=true \
-        "${CASSANDRA_JVM17[@]}" "${secure_jvm[@]}" -javaagent:"$jamm" \
+        "${CASSANDRA_JVM17[@]}" "$@" -javaagent:"$jamm" \
         -Dcassandra-foreground=yes \
         -Dcassandra.config="file://$dir/cassandra.yaml" \
         -Dcassandra.storagedir="$dir/data" \
@@ -282,10 +299,9 @@ launch_cassandra() {  # cql-port storage-port
         -Dcassandra.load_ring_state=false \
         -Dcassandra.unsafesystem=true \
         -cp "$jars/*" org.apache.cassandra.service.CassandraDaemon \
-        </dev/null >"$dir/stdout.log" 2>&1 9>&- &
+        </dev/null >>"$dir/stdout.log" 2>&1 9>&- &
     echo $! >"$dir/pid"
     now_ms >"$dir/launched_ms"
-    echo "127.0.0.1:$1" >"$dir/endpoint"
     STARTED+=(cassandra)
 }
 
@@ -372,9 +388,7 @@ cmd_start() {
     done
     [[ $SECURE == 0 || $SECURE == 1 ]] || die "STREAMCRAWL_SERVICES_SECURE=$SECURE: use 0 or 1"
     ((${#wanted[@]})) || wanted=("${SERVICES[@]}")
-    for name in "${wanted[@]}"; do
-        [[ $name == kafka || $name == cassandra ]] || die "unknown service '$name' (kafka, cassandra)"
-    done
+    check_names "${wanted[@]}"
     JAVA=$(find_java17) ||
         die "Java 17 not found (java on PATH: $(java_major java 2>/dev/null || echo none)); install openjdk-17-jdk-headless or set JAVA_HOME to a JDK 17"
     command -v "$PYTHON" >/dev/null || die "python '$PYTHON' not found: set PYTHON"
@@ -397,12 +411,24 @@ cmd_start() {
         esac
         launched+=("$name")
     done
-    for name in "${launched[@]}"; do
+    await_launched "${launched[@]}"
+    ((${#launched[@]} == 0)) || say "started ${launched[*]} in $(((($(now_ms) - t0) + 500) / 1000))s"
+    say "endpoints in $STATE/env (source it); stop with: STREAMCRAWL_SERVICES_DIR=$STATE $0 stop"
+}
+
+await_launched() {  # name...: wait until each serves, then write the env file
+    local name
+    for name in "$@"; do
         wait_ready "$name"
     done
     write_env
-    ((${#launched[@]} == 0)) || say "started ${launched[*]} in $(((($(now_ms) - t0) + 500) / 1000))s"
-    say "endpoints in $STATE/env (source it); stop with: STREAMCRAWL_SERVICES_DIR=$STATE $0 stop"
+}
+
+check_names() {  # name...
+    local name
+    for name in "$@"; do
+        [[ $name == kafka || $name == cassandra ]] || die "unknown service '$name' (kafka, cassandra)"
+    done
 }
 
 stop_services() {
@@ -428,9 +454,34 @@ stop_services() {
     done
 }
 
-cmd_stop() {
-    stop_services "${SERVICES[@]}"
-    rm -f "$STATE/env"
+cmd_stop() {  # [kafka] [cassandra]: those only, their data kept for `resume`
+    local name wanted=("$@")
+    ((${#wanted[@]})) || wanted=("${SERVICES[@]}")
+    check_names "${wanted[@]}"
+    stop_services "${wanted[@]}"
+    ((${#wanted[@]} < ${#SERVICES[@]})) || rm -f "$STATE/env"
+}
+
+cmd_resume() {  # [kafka] [cassandra]: start again with the ports, config and data they had
+    local name wanted=("$@") launched=()
+    ((${#wanted[@]})) || wanted=("${SERVICES[@]}")
+    check_names "${wanted[@]}"
+    JAVA=$(find_java17) || die "Java 17 not found: set JAVA_HOME to a JDK 17"
+    for name in "${wanted[@]}"; do
+        [[ -f $STATE/$name/endpoint ]] || die "$name was never started in $STATE: use start"
+        if running "$name"; then
+            say "$name: already running at $(<"$STATE/$name/endpoint")"
+            continue
+        fi
+        [[ -f $STATE/$name/secure ]] && SECURE=1
+        case $name in
+            kafka) run_kafka ;;
+            cassandra) run_cassandra ;;
+        esac
+        launched+=("$name")
+    done
+    await_launched "${launched[@]}"
+    ((${#launched[@]} == 0)) || say "resumed ${launched[*]}"
 }
 
 cmd_status() {
@@ -455,8 +506,8 @@ main() {
     mkdir -p "$STATE"
     STATE=$(cd "$STATE" && pwd)
     case $cmd in
-        start | stop)
-            # One start/stop at a time per state folder.
+        start | stop | resume)
+            # One start/stop/resume at a time per state folder.
             exec 9>"$STATE/.lock"
             flock -w "$((START_TIMEOUT + STOP_GRACE))" 9 ||
                 die "another services.sh start/stop holds $STATE/.lock"
@@ -464,7 +515,7 @@ main() {
             ;;
         status) cmd_status ;;
         *)
-            sed -n '2,8p' "$0" >&2
+            sed -n '2,/^# After/p' "$0" | sed '$d' >&2
             exit 64
             ;;
     esac

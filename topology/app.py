@@ -9,7 +9,8 @@ stages. One ``create_app`` call per worker (no module-level app):
   (when ``settings.sink_enabled``);
 - ``SharedView``: every crawl spec (``control``) and page-budget count (``<prefix>.budget``);
 - ``GET /metrics`` (Prometheus), ``/healthz`` (the loop runs), ``/readyz`` (partitions assigned,
-  tables recovered, specs read).
+  tables recovered, specs read, and neither Kafka nor Cassandra unreachable for longer than
+  ``unready_after_s``: ``agents/health.py``).
 
 Exactly-once and the ``confluent://`` transport are deliberately not used (docs/architecture.md
 says why).
@@ -27,6 +28,7 @@ from faust.types import TP
 from faust.web import Request, Response, View
 from mode import Service
 
+from streamcrawl.agents.health import Health, kafka_probe, sink_probe
 from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.kafka_frontier import FrontierAgent
 from streamcrawl.agents.kafka_scheduler import FetchService
@@ -199,19 +201,29 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # Sent by Faust once table recovery finished: the tables are complete now.
         fetcher.rebuild(owned())
 
+    probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings))
+    probes = {"kafka": probe_kafka}
+    if sinker is not None:
+        probes["cassandra"] = sink_probe(lambda: sinker.sink)
+    health = Health(probes, metrics, unready_after=settings.unready_after_s)
+
     @app.service
     class WorkerServices(Service):
         """Starts the shared view, then the fetcher (after the first table recovery)."""
 
         async def on_start(self) -> None:
             await out["budget"].maybe_declare()
+            await self.add_runtime_dependency(health)
             await self.add_runtime_dependency(view)
             if settings.fetch_enabled:
                 await self.add_runtime_dependency(fetcher)
             if sinker is not None:
                 await self.add_runtime_dependency(sinker)
 
-    _add_pages(app, metrics, fetcher, view)
+        async def on_stop(self) -> None:
+            await close_probe()
+
+    _add_pages(app, fetcher, view, health)
     return app
 
 
@@ -247,8 +259,13 @@ def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitabl
     return open_sink
 
 
-def _add_pages(app: faust.App, metrics: Metrics, fetcher: FetchService, view: SharedView) -> None:
+def _add_pages(app: faust.App, fetcher: FetchService, view: SharedView, health: Health) -> None:
+    metrics = health.metrics
+
     def ready() -> tuple[bool, str]:
+        unready = health.unready()
+        if unready is not None:
+            return False, unready
         recovery = app.tables.recovery  # type: ignore[attr-defined]
         if app.rebalancing or not recovery.completed.is_set():
             return False, "table recovery in progress"

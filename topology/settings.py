@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(
         16 * 1024 * 1024, ge=1024 * 1024, description="Max Kafka message size (pages topic)."
     )
+    unready_after_s: float = Field(
+        30.0,
+        ge=1.0,
+        le=3600.0,
+        description="Seconds Kafka or Cassandra may be unreachable before /readyz fails.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level."
     )

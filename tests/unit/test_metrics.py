@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamcrawl.agents.metrics import Metrics
 
-COMPONENTS = {"fetch", "scheduler", "frontier", "robots", "sink", "kafka", "pipeline"}
+COMPONENTS = {"fetch", "scheduler", "frontier", "robots", "sink", "kafka", "pipeline", "health"}
 
 
 def test_every_metric_name_starts_with_its_component() -> None:

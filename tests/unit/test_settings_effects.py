@@ -42,6 +42,7 @@ class Built:
     app: Any
     fetch: dict[str, Any] = field(default_factory=dict)
     sink: list[tuple[Any, ...]] = field(default_factory=list)
+    health: dict[str, Any] = field(default_factory=dict)
 
 
 @pytest.fixture
@@ -61,7 +62,13 @@ def build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[Settings
                 built.sink.append(args)
                 super().__init__(*args)
 
+        class Health(app_module.Health):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                built.health.update(kwargs)
+                super().__init__(*args, **kwargs)
+
         monkeypatch.setattr(app_module, "FetchService", FetchService)
+        monkeypatch.setattr(app_module, "Health", Health)
         monkeypatch.setattr(app_module, "SinkConsumer", SinkConsumer)
         built.app = app_module.create_app(settings)
         return built
@@ -341,6 +348,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         (2097152,) * 4 + ("2097152", 2097152),
     ),
     "log_level": ({}, "ERROR", lambda s, b, mp: worker_run(s, mp)[0], "ERROR"),
+    "unready_after_s": ({}, 90.0, lambda s, build, mp: build(s).health["unready_after"], 90.0),
 }
 
 
