@@ -1,0 +1,178 @@
+"""Every chart value has an effect: changed, it changes the rendered manifests. A value nothing
+reads is a lie to operators, so each leaf of values.yaml is rendered changed (in the context
+that makes it matter: ``serviceMonitor.*`` with the ServiceMonitor on, ...) and compared with
+the render without the change. What the env values then do in the worker is
+tests/unit/test_settings_effects.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helm.test_chart import CHART, helm, template  # noqa: F401 - helm: a fixture
+
+VALUES = yaml.safe_load((CHART / "values.yaml").read_text("utf-8"))
+
+# Values that make the keys under a prefix matter (the longest matching prefix wins).
+CONTEXTS: dict[str, dict[str, Any]] = {
+    "serviceMonitor.": {"serviceMonitor": {"enabled": True}},
+    "autoscaling.": {"autoscaling": {"enabled": True}},
+    "autoscaling.hpa.": {"autoscaling": {"enabled": True, "type": "hpa"}},
+    "autoscaling.type": {"autoscaling": {"enabled": True}},
+    "kafka.sasl.": {
+        "kafka": {
+            "securityProtocol": "SASL_SSL",
+            "sasl": {
+                "mechanism": "SCRAM-SHA-512",
+                "existingSecret": "kafka-user",
+                "username": "crawler",
+            },
+        }
+    },
+    "kafka.sasl.usernameKey": {
+        "kafka": {
+            "securityProtocol": "SASL_SSL",
+            "sasl": {
+                "mechanism": "SCRAM-SHA-512",
+                "existingSecret": "kafka-user",
+                "usernameKey": "user",
+            },
+        }
+    },
+    "kafka.tls.": {"kafka": {"securityProtocol": "SSL", "tls": {"caSecret": "kafka-ca"}}},
+    "cassandra.auth.": {"cassandra": {"auth": {"existingSecret": "cassandra-user"}}},
+    "cassandra.tls.ca": {"cassandra": {"tls": {"enabled": True, "caSecret": "cassandra-ca"}}},
+    "networkPolicy.": {
+        "networkPolicy": {
+            "enabled": True,
+            "kafka": [{"ipBlock": {"cidr": "10.1.0.0/16"}}],
+            "cassandra": [{"ipBlock": {"cidr": "10.2.0.0/16"}}],
+        }
+    },
+}
+
+# New values where the generic change (flip, +1, a new string) would not be a valid value.
+CHANGES: dict[str, Any] = {
+    "image.pullPolicy": "Always",
+    "image.digest": "sha256:" + "0" * 64,
+    "kafka.securityProtocol": "SSL",
+    "kafka.sasl.mechanism": "SCRAM-SHA-256",
+    "networkPolicy.dns": [{"namespaceSelector": {"matchLabels": {"name": "dns"}}}],
+    "networkPolicy.kafka": [{"ipBlock": {"cidr": "10.3.0.0/16"}}],
+    "networkPolicy.cassandra": [{"ipBlock": {"cidr": "10.4.0.0/16"}}],
+    "kafka.tls.caSecret": "other-ca",
+    "cassandra.keyspace": "other_ks",
+    "cassandra.replication": "{'class': 'NetworkTopologyStrategy', 'dc1': 3}",
+    "worker.replicas": 2,
+    "worker.logLevel": "DEBUG",
+    "worker.allowNetworks": ["10.0.0.0/8"],
+    "worker.extraEnv": [{"name": "TZ", "value": "UTC"}],
+    "worker.resources.requests.cpu": "750m",
+    "worker.resources.requests.memory": "1536Mi",
+    "worker.resources.limits.memory": "3Gi",
+    "worker.podSecurityContext.fsGroupChangePolicy": "Always",
+    "worker.podSecurityContext.seccompProfile.type": "Unconfined",
+    "worker.podSecurityContext.runAsNonRoot": False,
+    "worker.securityContext.runAsNonRoot": False,
+    "worker.securityContext.capabilities.drop": ["ALL", "NET_RAW"],
+    "worker.tmpSizeLimit": "512Mi",
+    "worker.tolerations": [{"key": "crawl", "operator": "Exists", "effect": "NoSchedule"}],
+    "worker.topologySpreadConstraints": VALUES["worker"]["topologySpreadConstraints"][:1],
+    "worker.persistence.size": "20Gi",
+    "worker.persistence.accessModes": ["ReadWriteMany"],
+    "worker.persistence.whenDeleted": "Delete",
+    "worker.persistence.whenScaled": "Delete",
+    "imagePullSecrets": [{"name": "regcred"}],
+    "serviceMonitor.interval": "60s",
+    "serviceMonitor.scrapeTimeout": "20s",
+    "autoscaling.type": "hpa",
+    "autoscaling.minReplicas": 2,
+    "autoscaling.maxReplicas": 11,
+    "autoscaling.topic": "outcomes",
+    "autoscaling.behavior.scaleDown.policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}],
+    "autoscaling.behavior.scaleUp.policies": [{"type": "Pods", "value": 3, "periodSeconds": 60}],
+    "hooks.resources.requests.cpu": "200m",
+    "hooks.resources.requests.memory": "384Mi",
+    "hooks.resources.limits.memory": "768Mi",
+}
+
+
+def leaves(values: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) of every leaf; an empty dict or any list is a leaf."""
+    if isinstance(values, dict) and values:
+        for key, value in values.items():
+            yield from leaves(value, (*path, key))
+    else:
+        yield ".".join(path), values
+
+
+def changed(path: str, value: Any) -> Any:
+    if path in CHANGES:
+        return CHANGES[path]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, str):
+        return "changed" if value == "" else f"changed-{value}"
+    if isinstance(value, dict):
+        return {"example.com/changed": "yes"}
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return value[:-1]
+    raise AssertionError(f"no change defined for {path}={value!r}: add one to CHANGES")
+
+
+def nested(path: str, value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    node = out
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return out
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def context(path: str) -> dict[str, Any]:
+    matches = [p for p in CONTEXTS if path.startswith(p)]
+    return CONTEXTS[max(matches, key=len)] if matches else {}
+
+
+def render(helm_bin: str, values: dict[str, Any], tmp_path: Path, name: str) -> str:
+    file = tmp_path / f"{name}.yaml"
+    file.write_text(yaml.safe_dump(values), "utf-8")
+    proc = template(helm_bin, "-f", str(file))
+    assert proc.returncode == 0, f"helm template failed ({name}):\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("path", "value"), list(leaves(VALUES)), ids=[p for p, _ in leaves(VALUES)]
+)
+def test_the_value_changes_the_manifests(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    path: str,
+    value: Any,
+) -> None:
+    base = merge(context(path), nested(path, value))  # the value itself as in values.yaml
+    new = changed(path, value)
+    assert new != value
+    before = render(helm, base, tmp_path, "before")
+    after = render(helm, merge(base, nested(path, new)), tmp_path, "after")
+    assert after != before, f"{path}: {value!r} -> {new!r} changes nothing in the manifests"
