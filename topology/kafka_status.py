@@ -19,6 +19,7 @@ from streamcrawl.agents.errors import CrawlError
 from streamcrawl.agents.kafka_counts import PartitionCounts, decode_counts
 from streamcrawl.agents.sink import CrawlStats
 from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.topology.kafka_errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings
 
 READ_TIMEOUT_S = 10.0
@@ -30,13 +31,21 @@ def read_status(settings: Settings) -> tuple[dict[str, CrawlStats], int | None]:
     The lag is None when the sink group has committed nothing yet. Raises CrawlError if Kafka
     is unreachable or the topics are missing.
     """
-    conf = kafka_clients.librdkafka_config(settings) | {
-        "group.id": admin.sink_group(settings),  # only to read its committed offsets: never
-        "enable.auto.commit": False,  # subscribes (no join) and never commits
-        "fetch.wait.max.ms": 10,  # the 12-ish messages are there: do not wait for more
-    }
+    errors = ConnectionErrors()
+    conf = (
+        kafka_clients.librdkafka_config(settings)
+        | errors.config()
+        | {
+            "group.id": admin.sink_group(settings),  # only to read its committed offsets: never
+            "enable.auto.commit": False,  # subscribes (no join) and never commits
+            "fetch.wait.max.ms": 10,  # the 12-ish messages are there: do not wait for more
+        }
+    )
     consumer = Consumer(conf)
     try:
+        # Connected first: refused credentials or an untrusted certificate are one line now,
+        # not a timeout of the metadata request below.
+        admin.connected_metadata(consumer, settings, errors)
         stats: dict[str, CrawlStats] = {}
         for record in _last_records(consumer, settings):
             for crawl_id, counts in record.crawls.items():
