@@ -61,6 +61,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--politeness-pages", type=int, default=20)
     ap.add_argument("--politeness-delay", type=float, default=0.5)
     ap.add_argument(
+        "--not-saturated",
+        default="16x100@0.5",
+        help="ORIGINSxPAGES@DELAY of the Kafka not-saturated row (kafka-1, kafka-2); 'none' skips",
+    )
+    ap.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=60.0,
+        help="seconds of the idle-worker row (12 partitions, with kafka-1); 0 skips",
+    )
+    ap.add_argument(
         "--memory", action="store_true", help="also the long memory run (1k/10k/50k pages)"
     )
     ap.add_argument("--memory-budgets", default="1000,10000,50000")
@@ -177,6 +188,23 @@ def main(argv: list[str] | None = None) -> None:
             workdir, args.politeness_origins, args.politeness_pages, args.base_port + 1000
         )
         results["politeness"] = suite.politeness(psite, args.only, workdir / "politeness", args)
+        checkpoint()
+    kafka = [n for n in args.only if n in ("kafka-1", "kafka-2")]
+    if kafka and args.not_saturated != "none":
+        size, _, delay = args.not_saturated.partition("@")
+        origins, _, pages = size.partition("x")
+        nsite = suite.ensure_site(workdir, int(origins), int(pages), args.base_port + 3000)
+        results["not_saturated"] = suite.politeness(
+            nsite, kafka, workdir / "not-saturated", args, delay=float(delay or 0.5)
+        )
+        checkpoint()
+    if "kafka-1" in args.only and args.idle_seconds > 0:
+        from bench.worker_rows import idle
+
+        try:
+            results["idle"] = idle(workdir / "idle", 12, args.idle_seconds)
+        except Exception as e:  # a failed row must not lose the others
+            results["idle"] = {"status": "failed", "reason": f"{type(e).__name__}: {e}"[:500]}
         checkpoint()
     if args.memory:
         budgets = [int(b) for b in args.memory_budgets.split(",")]

@@ -218,9 +218,11 @@ def compare(spec: SiteSpec, names: list[str], runs: int, workdir: Path, args) ->
     return out
 
 
-def politeness(spec: SiteSpec, names: list[str], workdir: Path, args) -> dict:
+def politeness(
+    spec: SiteSpec, names: list[str], workdir: Path, args, delay: float | None = None
+) -> dict:
     """Many origins, per-origin delay: throughput vs origins/delay, and every origin's min gap."""
-    delay = args.politeness_delay
+    delay = args.politeness_delay if delay is None else delay
     out: dict = {
         "_site": {
             "origins": spec.origins,

@@ -276,5 +276,5 @@ def test_report_shows_not_run_rather_than_zeros() -> None:
     }
     text = "\n".join(main_section(main))
     assert "| embedded | **not run**: streamcrawl not installed |" in text
-    assert "| kafka | >= 3x Scrapy's pages per CPU-second | - | not measured |" in text
+    assert "| kafka | >= 4.8x Scrapy's pages per CPU-second | - | not measured |" in text
     assert "| Scrapy | 1 | 100 / 100 | 2.0 | 50.0 | 1.0 | 10.00 | 100.0 | 1.00 |" in text
