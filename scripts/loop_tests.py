@@ -5,15 +5,19 @@
     .venv/bin/python scripts/loop_tests.py --runs 5 --test tests/integration/test_admin.py
 
 Runs are interleaved (each test once, then each again, ...), so a loop cut short by time still
-has runs of every test. Each run is one ``pytest`` process with its own temp directory; a failed
-run's output is kept in ``--logs``. The summary (per test: runs, passed, failed, longest run of
-passes, whether all passed in a row) is printed and, after every run, written to ``--out``.
+has runs of every test. Each run is one ``pytest`` process with its own ``--basetemp`` under
+``--logs`` (not pytest's shared ``/tmp/pytest-of-USER``, whose older directories any other
+pytest session on the machine deletes, with a running test's worker state in them); a failed
+run's output and directory are kept there. The summary (per test: runs, passed, failed,
+longest run of passes, whether all passed in a row) is printed and, after every run, written
+to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -31,7 +35,10 @@ GUARANTEES = (
 
 def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, float]:
     started = time.monotonic()
+    name = test.rpartition("::")[2]
+    basetemp = logs / f"{name}.{index}"
     argv = [sys.executable, "-m", "pytest", test, "-q", "-x", "-p", "no:cacheprovider"]
+    argv += ["--basetemp", str(basetemp.resolve())]
     try:
         done = subprocess.run(
             argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
@@ -39,8 +46,9 @@ def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, fl
         ok, output = done.returncode == 0, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
         ok, output = False, f"timed out after {timeout} s\n{exc.stdout or ''}"
-    if not ok:
-        name = test.rpartition("::")[2]
+    if ok:
+        shutil.rmtree(basetemp, ignore_errors=True)
+    else:
         (logs / f"{name}.{index}.log").write_text(str(output))
     return ok, time.monotonic() - started
 
