@@ -141,7 +141,9 @@ class Frontier:
         ``source`` names the event being applied (Kafka: topic, partition, offset). A URL that
         ends at admission is marked seen with it, so a replay of that same event, which finds
         the URL seen, repeats its terminal status (one lost in a crash is sent again) while any
-        other event linking the URL is a plain duplicate.
+        other event linking the URL is a plain duplicate. A URL it queues is marked seen with it
+        and its seq: if a crash lost the origin state that counted it (the seen marks are
+        written before the origin, see ``kafka_state``), the replay queues it at the same seq.
         """
         result = Admission()
         st = load_origin(ch, batch.origin)
@@ -160,15 +162,30 @@ class Frontier:
                 continue
             key = seen_key(batch.crawl_id, canon.url)
             seen = ch.get(key)
+            again = None
             if seen is not None:
                 ended = _ended_at_admission(seen, source) if key not in marked else None
-                if ended is None:
-                    result.duplicates += 1
-                else:  # this very event, replayed: its status may never have been sent
+                if ended is not None:  # this very event, replayed: its status may be lost
                     result.statuses.append(_ended(batch, canon.url, *ended, now))
                     marked.add(key)
-                continue
+                    continue
+                again = _queued_by(seen, source) if key not in marked else None
+                if again is None or again < st.tail:
+                    result.duplicates += 1
+                    continue
+                # This very event queued it at `again`, but a crash lost the origin state that
+                # counted it: queue it there again (same entry, same key), not at a new tail,
+                # which would fetch it twice.
             marked.add(key)
+            if again is not None:
+                entry = QueueEntry(
+                    crawl_id=batch.crawl_id, url=canon.url, depth=ref.depth, parent=ref.parent
+                )
+                ch.put(pending_key(batch.origin, again), _encode(entry))
+                result.queued.append((again, entry))
+                st.tail = again + 1
+                queued += 1
+                continue
             reason = rules.scope.check(canon.url, ref.depth)
             if reason is None and budget is not None and queued >= budget:
                 reason = "max_pages"
@@ -179,7 +196,7 @@ class Frontier:
                 ch.put(key, _ended_mark(source, state, reason, ref.depth))
                 result.statuses.append(_ended(batch, canon.url, state, reason, ref.depth, now))
                 continue
-            ch.put(key, str(ref.depth).encode())
+            ch.put(key, _queued_mark(source, st.tail, ref.depth))
             entry = QueueEntry(
                 crawl_id=batch.crawl_id,
                 url=canon.url,
@@ -331,6 +348,22 @@ def _ended_mark(source: bytes, state: TerminalState, reason: str, depth: int) ->
     if not source:
         return str(depth).encode()  # no replays to recognise (the embedded crawl)
     return b"\x00".join((_ENDED, source, state.value.encode(), reason.encode(), b"%d" % depth))
+
+
+_QUEUED = b"?"  # seen value of a URL queued by a known event: _QUEUED, source, seq, depth
+
+
+def _queued_mark(source: bytes, seq: int, depth: int) -> bytes:
+    if not source:
+        return str(depth).encode()  # the embedded crawl commits atomically: no partial state
+    return b"\x00".join((_QUEUED, source, b"%d" % seq, b"%d" % depth))
+
+
+def _queued_by(seen: bytes, source: bytes) -> int | None:
+    """The seq at which event ``source`` queued the URL whose seen value is ``seen``."""
+    if not source or not seen.startswith(_QUEUED + b"\x00" + source + b"\x00"):
+        return None
+    return int(seen.split(b"\x00")[2])
 
 
 def _ended_at_admission(seen: bytes, source: bytes) -> tuple[TerminalState, str, int] | None:

@@ -22,25 +22,28 @@ from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, Store, Value
 
 # Crash-safe write order. Faust writes a table key by key (RocksDB put + a changelog message),
 # so a kill -9 can leave a prefix of one commit; the source event is then replayed over it.
-# Queue entries first, then the origin (queue bounds), then the seen marks, then the counters
+# Queue entries first, then the seen marks, then the origin (queue bounds), then the counters
 # (``META``: admitted per crawl, for the page budget), deletions last:
-#  - entries without origin: the replay re-queues at the same tail (same keys): no effect;
-#  - entries + origin without seen: the replay queues the URLs again (a refetch, never a loss);
-#  - seen without the counter: the budget undercounts this event's URLs (a bounded overshoot);
-#    a counter before the seen marks would make the replay count them twice and end queued
-#    URLs ``cancelled`` (two terminal states for one URL, found by test_frontier_batches.py);
+#  - entries without seen marks: the replay re-queues at the same tail (same keys): no effect;
+#  - entries + seen marks without the origin: a URL's seen mark names the event that queued it
+#    and its seq (``Frontier.admit``'s ``source``), so the replay queues it at that same seq:
+#    neither lost nor fetched twice (written the other way round, origin before seen, the
+#    replay queued the URLs at a new tail, and each was fetched twice);
+#  - seen + origin without the counter: the budget undercounts this event's URLs (a bounded
+#    overshoot); a counter written first would make the replay count them twice and end
+#    queued URLs ``cancelled`` (two terminal states for one URL; test_frontier_batches.py);
 #  - an origin with its head moved, entry not yet deleted: the replayed outcome applies again.
-# Marking URLs seen before they are queued could lose them, so it never happens first.
-_ORDER = {PENDING[0]: 0, ORIGINS[0]: 1, SEEN[0]: 2, META[0]: 3}
+# A seen mark without its entry could lose the URL, so entries always come first.
+_ORDER = {PENDING[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
 
 
 # The same order in stages, for a wiring that makes a batch of writes durable itself (the
 # frontier agent's changelog sends): each stage is acknowledged by Kafka before the next one
 # is sent, so a crash leaves every earlier stage whole and any subset of the current one.
 # Within a stage any subset is as safe as a prefix (the keys of one stage are independent:
-# entries, origins, seen marks, then counters and deletions), so the cases above still hold.
+# entries, seen marks, origins, then counters and deletions), so the cases above still hold.
 STAGES = 4
-_STAGE = {PENDING[0]: 0, ORIGINS[0]: 1, SEEN[0]: 2, META[0]: 3}
+_STAGE = {PENDING[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
 
 
 def partition_for(origin: str, partitions: int) -> int:
@@ -63,7 +66,7 @@ def write_order(changes: Mapping[bytes, Value]) -> list[tuple[bytes, Value]]:
 
 def write_stages(changes: Mapping[bytes, Value]) -> list[list[tuple[bytes, Value]]]:
     """``write_order(changes)`` cut into the ``STAGES`` crash-ordered stages (some empty):
-    queue entries, origins, seen marks, counters and deletions."""
+    queue entries, seen marks, origins, counters and deletions."""
     stages: list[list[tuple[bytes, Value]]] = [[] for _ in range(STAGES)]
     for key, value in write_order(changes):
         stages[STAGES - 1 if value is None else _STAGE.get(key[0], 2)].append((key, value))

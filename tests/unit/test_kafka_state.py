@@ -80,7 +80,7 @@ def test_write_order_queues_before_marking_seen_and_deletes_last() -> None:
     f.admit(ch, batch("/a", "/b"), rules(), budget=None)
     ch.commit()
     kinds = [key[:1] for _, key in journal]
-    assert kinds == [PENDING, PENDING, ORIGINS, SEEN, SEEN, META]
+    assert kinds == [PENDING, PENDING, SEEN, SEEN, ORIGINS, META]
     journal.clear()
     ch = Changes(store)
     out = Outcome(
@@ -111,19 +111,20 @@ def test_write_order_is_stable_within_a_namespace() -> None:
 @pytest.mark.parametrize("cut", range(7))
 def test_a_crash_after_any_prefix_of_an_admit_loses_no_url(cut: int) -> None:
     """Apply only the first ``cut`` writes of a commit (kill -9 mid-commit), then replay the
-    event over that state: every URL ends queued (possibly twice: a refetch), never lost."""
+    event (as the frontier agent does: with its position as ``source``) over that state:
+    every URL ends queued exactly once, never lost, never twice."""
     f = Frontier(clock=lambda: 10.0)
     full = Changes(MemoryStore())
-    f.admit(full, batch("/a", "/b"), rules(), budget=None)
+    f.admit(full, batch("/a", "/b"), rules(), budget=None, source=b"t/0@5")
     prefix = dict(write_order(full.writes)[:cut])
     store, _, _ = tables()
     store.write(prefix)
     ch = Changes(store)
-    f.admit(ch, batch("/a", "/b"), rules(), budget=None)
+    f.admit(ch, batch("/a", "/b"), rules(), budget=None, source=b"t/0@5")
     ch.commit()
     st = load_origin(store, ORIGIN)
-    urls = {e.url for _, e in queued_entries(store, st, 100)}
-    assert urls == {ORIGIN + "/a", ORIGIN + "/b"}
+    urls = [e.url for _, e in queued_entries(store, st, 100)]
+    assert urls == [ORIGIN + "/a", ORIGIN + "/b"]
 
 
 def test_frontier_over_tables_matches_the_memory_store() -> None:
