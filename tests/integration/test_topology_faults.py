@@ -55,7 +55,7 @@ def test_kill_9_mid_crawl_then_a_new_worker_finishes_it(tmp_path: Path) -> None:
 def test_two_workers_split_origins_and_stay_polite_across_the_rebalance(
     tmp_path: Path,
 ) -> None:
-    partitions, pages, delay = 6, 60, 0.25
+    partitions, pages, delay = 6, 120, 0.25  # ~30 s: the second worker joins mid-crawl
     cluster = Cluster.create(tmp_path, partitions=partitions)
     try:
         with serve_site(partitions, pages, spread=partitions) as servers:
