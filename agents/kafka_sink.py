@@ -65,13 +65,22 @@ def decode_batch(
     return pages, statuses
 
 
-async def write_batch(sink: Sink, events: Sequence[Position], metrics: Metrics) -> None:
+async def write_batch(
+    sink: Sink,
+    events: Sequence[Position],
+    metrics: Metrics,
+    pause: Callable[[bool], None] = lambda _paused: None,
+) -> None:
     """Write one batch, retrying until it is written (backpressure: after ``retry_after``,
-    other errors: exponential backoff). Returns only once the sink took every record."""
+    other errors: exponential backoff). Returns only once the sink took every record.
+
+    ``pause(True)`` before the first wait and ``pause(False)`` once written: the consumer stops
+    fetching while the sink is slower than the crawl, so records wait in Kafka (the lag grows,
+    ``streamcrawl_sink_consumer_lag``), never dropped."""
     pages, statuses = decode_batch(events, metrics)
     if not pages and not statuses:
         return
-    wait = 0.5
+    wait, paused, n = 0.5, False, len(pages) + len(statuses)
     while True:
         started = time.monotonic()
         try:
@@ -79,24 +88,30 @@ async def write_batch(sink: Sink, events: Sequence[Position], metrics: Metrics) 
         except SinkBackpressure as exc:
             metrics.sink_backpressure.inc()
             metrics.sink_retries.labels("backpressure").inc()
-            log.warning(
-                "sink backpressure: retrying %d records in %.1f s",
-                len(pages) + len(statuses),
-                exc.retry_after,
-            )
-            await asyncio.sleep(exc.retry_after)
+            log.warning("sink backpressure: retrying %d records in %.1f s", n, exc.retry_after)
+            delay = exc.retry_after
         except Exception:
             metrics.sink_retries.labels("error").inc()
-            log.exception(
-                "sink write failed: retrying %d records in %.1f s", len(pages) + len(statuses), wait
-            )
-            await asyncio.sleep(wait)
-            wait = min(MAX_BACKOFF, wait * 2)
+            log.exception("sink write failed: retrying %d records in %.1f s", n, wait)
+            delay, wait = wait, min(MAX_BACKOFF, wait * 2)
         else:
             metrics.sink_latency.observe(time.monotonic() - started)
             metrics.sink_rows.labels("page").inc(len(pages))
             metrics.sink_rows.labels("status").inc(len(statuses))
+            if paused:
+                pause(False)
+                metrics.sink_paused.set(0)
             return
+        if not paused:
+            pause(True)
+            metrics.sink_paused.set(1)
+            paused = True
+        await asyncio.sleep(delay)
+
+
+def sink_lag(high_watermark: int, written: int) -> int:
+    """Messages of one partition the sink has not written: its end minus the next to write."""
+    return max(0, high_watermark - written)
 
 
 SINK_BATCH = 500  # records per poll and sink write
@@ -133,6 +148,7 @@ class SinkConsumer(Service):
         self.metrics = metrics
         self.sink: Sink | None = None  # once opened (the health probe reads through it)
         self._consumer: AIOKafkaConsumer | None = None
+        self._written: dict[Any, int] = {}  # partition -> next offset to write (committed)
 
     async def on_start(self) -> None:
         self._consumer = AIOKafkaConsumer(
@@ -162,9 +178,32 @@ class SinkConsumer(Service):
             events = [
                 (m.topic, m.partition, m.offset, m.value) for msgs in batch.values() for m in msgs
             ]
-            await write_batch(sink, events, self.metrics)
+            await write_batch(sink, events, self.metrics, self._pause)
             offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items()}
             try:
                 await consumer.commit(offsets)
             except (CommitFailedError, IllegalStateError) as exc:
                 log.info("sink commit refused after a rebalance (rows are written): %s", exc)
+            self._written.update(offsets)
+            self.update_lag()
+
+    def _pause(self, paused: bool) -> None:
+        """Stop (or restart) fetching every assigned partition while the sink retries."""
+        assert self._consumer is not None
+        partitions = self._consumer.assignment()
+        if paused:
+            self._consumer.pause(*partitions)
+        else:
+            self._consumer.resume(*partitions)
+
+    def update_lag(self) -> None:
+        """Set ``streamcrawl_sink_consumer_lag``: per assigned partition, the messages the
+        broker has (last known high watermark) that the sink has not written yet."""
+        if self._consumer is None:
+            return
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            written = self._written.get(tp)
+            if high is not None and written is not None:
+                lag = sink_lag(high, written)
+                self.metrics.sink_consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)

@@ -136,6 +136,18 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.sink_consumer_lag = Gauge(
+            "streamcrawl_sink_consumer_lag",
+            "Messages of pages/status the sink has not written yet, by topic and partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.sink_paused = Gauge(
+            "streamcrawl_sink_paused",
+            "1 while the sink has stopped fetching to retry a write (Cassandra slower than the "
+            "crawl), else 0.",
+            registry=r,
+        )
         self.sink_backpressure = Counter(
             "streamcrawl_sink_backpressure",
             "Sink writes retried after backpressure.",

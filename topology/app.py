@@ -223,7 +223,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         async def on_stop(self) -> None:
             await close_probe()
 
-    _add_pages(app, fetcher, view, health)
+    _add_pages(app, fetcher, view, health, sinker)
     return app
 
 
@@ -259,7 +259,13 @@ def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitabl
     return open_sink
 
 
-def _add_pages(app: faust.App, fetcher: FetchService, view: SharedView, health: Health) -> None:
+def _add_pages(
+    app: faust.App,
+    fetcher: FetchService,
+    view: SharedView,
+    health: Health,
+    sinker: SinkConsumer | None,
+) -> None:
     metrics = health.metrics
 
     def ready() -> tuple[bool, str]:
@@ -292,6 +298,8 @@ def _add_pages(app: faust.App, fetcher: FetchService, view: SharedView, health: 
         for partition, size in fetcher.queue_sizes().items():
             metrics.queue_size.labels(str(partition)).set(size)
         _consumer_lag(app, metrics)
+        if sinker is not None:
+            sinker.update_lag()
         # As a header: aiohttp refuses a charset inside its content_type argument.
         return self.bytes(metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 

@@ -1,0 +1,59 @@
+"""The sink consumer's write loop: a sink slower than the crawl pauses fetching, never drops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from streamcrawl.agents.errors import SinkBackpressure
+from streamcrawl.agents.kafka_sink import sink_lag, write_batch
+from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.sink_memory import MemorySink
+from streamcrawl.schemas.codec import encode
+from streamcrawl.schemas.records import Page, TerminalState, UrlStatus
+
+
+class SlowSink(MemorySink):
+    """Refuses the first ``refusals`` writes as Cassandra does when it cannot keep up."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals = refusals
+        self.attempts = 0
+
+    async def write(self, pages: Sequence[Page], statuses: Sequence[UrlStatus]) -> None:
+        self.attempts += 1
+        if self.attempts <= self.refusals:
+            raise SinkBackpressure("Cassandra is slower than the crawl", retry_after=0.01)
+        await super().write(pages, statuses)
+
+
+def events(n: int) -> list[tuple[str, int, int, bytes | None]]:
+    out: list[tuple[str, int, int, bytes | None]] = []
+    for i in range(n):
+        url = f"https://example.org/{i}"
+        status = UrlStatus(crawl_id="c", url=url, origin="https://example.org",
+                           state=TerminalState.FETCHED, depth=0, updated_at=1.0 + i)  # fmt: skip
+        out.append(("p.status", 0, i, encode(status)))
+    return out
+
+
+async def test_a_slow_sink_pauses_fetching_and_loses_nothing() -> None:
+    sink, metrics, pauses = SlowSink(refusals=3), Metrics(), []
+    await write_batch(sink, events(50), metrics, pauses.append)
+    assert pauses == [True, False]  # paused once, resumed once written
+    assert sink.attempts == 4
+    assert (await sink.counts("c"))["c"]["fetched"] == 50  # every record, none dropped
+    assert metrics.sink_backpressure._value.get() == 3
+    assert metrics.sink_paused._value.get() == 0
+
+
+async def test_a_sink_that_keeps_up_never_pauses() -> None:
+    pauses: list[bool] = []
+    await write_batch(SlowSink(refusals=0), events(5), Metrics(), pauses.append)
+    assert pauses == []
+
+
+def test_lag_is_what_the_broker_has_that_the_sink_has_not_written() -> None:
+    assert sink_lag(120, 100) == 20
+    assert sink_lag(100, 100) == 0
+    assert sink_lag(90, 100) == 0  # a stale high watermark is no negative lag
