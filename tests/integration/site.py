@@ -77,6 +77,18 @@ def service_env() -> dict[str, str]:
     return found
 
 
+def cli(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """Run ``streamcrawl ARGS`` with ``env`` over the environment; output captured, no check."""
+    return subprocess.run(
+        [STREAMCRAWL, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from tests.httpserver import RecordingServer, html
-from tests.integration.site import STREAMCRAWL, Cluster, free_port, service_env
+from tests.integration.site import STREAMCRAWL, Cluster, cli, free_port, service_env
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 
@@ -41,17 +41,6 @@ CASSANDRA_AUTH = {
 def leaks(text: str | bytes) -> bool:
     data = text.encode() if isinstance(text, str) else text
     return CANARY.encode() in data
-
-
-def run(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [STREAMCRAWL, *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def topic_bytes(bootstrap: str, prefix: str) -> list[bytes]:
@@ -90,16 +79,16 @@ def test_a_crawl_with_a_cassandra_password_leaks_it_nowhere(tmp_path: Path) -> N
             srv.routes["/b"] = html("<title>b</title>")
             worker = cluster.start_worker("w1", **CASSANDRA_AUTH, STREAMCRAWL_LOG_LEVEL="DEBUG")
             worker.wait_ready()
-            seeded = run(env, "seed", srv.url("/"), "--crawl-id", "secret", "--delay", "0")
+            seeded = cli(env, "seed", srv.url("/"), "--crawl-id", "secret", "--delay", "0")
             assert seeded.returncode == 0, seeded.stderr
             states = cluster.wait_states(2, timeout=90)
         assert set(states.values()) == {"fetched"}
         pages = {path: worker.get(path)[1] for path in ("/metrics", "/healthz", "/readyz")}
         assert "streamcrawl_fetch_pages" in pages["/metrics"]
         outputs = [
-            run(env, "status", "--crawl-id", "secret"),
-            run(env, "status", "--crawl-id", "secret", "--json"),
-            run(env, "pages", "--crawl-id", "secret", "--from-beginning"),
+            cli(env, "status", "--crawl-id", "secret"),
+            cli(env, "status", "--crawl-id", "secret", "--json"),
+            cli(env, "pages", "--crawl-id", "secret", "--from-beginning"),
         ]
         assert all(p.returncode == 0 for p in outputs), [p.stderr for p in outputs]
         messages = topic_bytes(
@@ -154,12 +143,12 @@ def test_failing_sasl_clients_leak_the_password_nowhere(tmp_path: Path) -> None:
         ("pages", "--from-beginning"),
         ("pause", "--crawl-id", "c"),
     ]
-    failed = [run(env, *args, timeout=120) for args in commands]
+    failed = [cli(env, *args, timeout=120) for args in commands]
     # Validation errors: a bad value next to the secrets, and a combination that cannot work.
     invalid = [
-        run({**env, "STREAMCRAWL_PARTITIONS": "zero"}, "admin", "create-topics"),
-        run({**env, "STREAMCRAWL_KAFKA_SASL_MECHANISM": ""}, "status"),
-        run({**base, "STREAMCRAWL_KAFKA_SASL_PASSWORD": CANARY}, "status"),
+        cli({**env, "STREAMCRAWL_PARTITIONS": "zero"}, "admin", "create-topics"),
+        cli({**env, "STREAMCRAWL_KAFKA_SASL_MECHANISM": ""}, "status"),
+        cli({**base, "STREAMCRAWL_KAFKA_SASL_PASSWORD": CANARY}, "status"),
     ]
     log_text = log_path.read_bytes()
     assert b"SASL" in log_text, log_text[-2000:]  # it tried to authenticate

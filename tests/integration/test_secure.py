@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import subprocess
 import time
 import uuid
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.site import STREAMCRAWL, Cluster, free_port, page_requests, serve_site
+from tests.integration.site import Cluster, cli, free_port, page_requests, serve_site
 
 pytestmark = [pytest.mark.integration, pytest.mark.secure]
 
@@ -43,17 +42,6 @@ CASSANDRA_SECURITY = (
 )
 
 ORIGINS, PAGES = 2, 6
-
-
-def cli(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [STREAMCRAWL, *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def without(env: dict[str, str], *names: str) -> dict[str, str]:
