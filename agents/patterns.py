@@ -54,3 +54,32 @@ def compile_pattern(pattern: str, what: str = "pattern") -> UrlPattern:
             f"{what} {pattern!r} is not supported: patterns run on RE2, in linear time, which "
             f"has no backreferences or look-around ({reason})"
         ) from None
+
+
+class PatternSet:
+    """Several patterns searched in ONE RE2 pass (``re2.Set``): ``search(url)`` is truthy when
+    any of them matches. One call per URL instead of one per pattern: each call into RE2 costs
+    about a microsecond, the matching itself next to nothing."""
+
+    __slots__ = ("_match", "patterns")
+
+    def __init__(self, patterns: tuple[str, ...], what: str = "pattern") -> None:
+        for pattern in patterns:
+            compile_pattern(pattern, what)  # one clear error per pattern RE2 cannot take
+        matcher = re2.Set.SearchSet(_OPTIONS)
+        for pattern in patterns:
+            matcher.Add(pattern)
+        matcher.Compile()
+        self.patterns = patterns
+        self._match = matcher.Match
+
+    def search(self, text: str) -> object | None:
+        """The indices of the patterns that match somewhere in ``text``, or None."""
+        found: object | None = self._match(text)
+        return found
+
+
+def compile_patterns(patterns: tuple[str, ...], what: str = "pattern") -> tuple[UrlPattern, ...]:
+    """``()`` for no patterns, else one ``PatternSet`` of them all (``ConfigError`` as for
+    ``compile_pattern``)."""
+    return (PatternSet(patterns, what),) if patterns else ()

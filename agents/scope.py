@@ -35,7 +35,7 @@ from publicsuffixlist import PublicSuffixList
 
 from streamcrawl.agents.canonical import CanonicalOptions, canonical_host, canonicalize
 from streamcrawl.agents.errors import ConfigError, InvalidURL
-from streamcrawl.agents.patterns import UrlPattern, compile_pattern
+from streamcrawl.agents.patterns import UrlPattern, compile_patterns
 from streamcrawl.agents.traps import calendar_out_of_range, session_in_path
 from streamcrawl.schemas.records import CrawlPolicy
 
@@ -210,4 +210,4 @@ def _allowed_domain(value: str) -> str:
 
 
 def _compile(patterns: tuple[str, ...], what: str) -> tuple[UrlPattern, ...]:
-    return tuple(compile_pattern(pattern, f"{what} pattern") for pattern in patterns)
+    return compile_patterns(patterns, f"{what} pattern")

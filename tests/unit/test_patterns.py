@@ -92,3 +92,15 @@ def test_the_worker_refuses_a_spec_with_an_unsupported_pattern(
     assert "c1" not in view.policies
     (refused,) = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "'c1'" in refused.getMessage() and "is not supported" in refused.getMessage()
+
+
+def test_a_pattern_set_matches_when_any_pattern_does() -> None:
+    from streamcrawl.agents.patterns import PatternSet, compile_patterns
+
+    either = PatternSet((r"/blog/", r"(?i)\.PDF$"))
+    assert either.search("https://example.org/blog/x")
+    assert either.search("https://example.org/a.pdf")
+    assert not either.search("https://example.org/shop/")
+    assert compile_patterns(()) == ()
+    with pytest.raises(ConfigError, match=r"^exclude pattern '\(\?!x\)' is not supported"):
+        compile_patterns(("/ok/", "(?!x)"), "exclude pattern")
