@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import msgspec
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from mode import Service
@@ -70,14 +71,20 @@ async def write_batch(
     events: Sequence[Position],
     metrics: Metrics,
     pause: Callable[[bool], None] = lambda _paused: None,
+    keep_body: Callable[[str], bool] = lambda _crawl_id: True,
 ) -> None:
     """Write one batch, retrying until it is written (backpressure: after ``retry_after``,
     other errors: exponential backoff). Returns only once the sink took every record.
 
     ``pause(True)`` before the first wait and ``pause(False)`` once written: the consumer stops
     fetching while the sink is slower than the crawl, so records wait in Kafka (the lag grows,
-    ``streamcrawl_sink_consumer_lag``), never dropped."""
+    ``streamcrawl_sink_consumer_lag``), never dropped. A page's body is written only if
+    ``keep_body(crawl_id)`` (the crawl's ``store_bodies``): the stream carries it anyway."""
     pages, statuses = decode_batch(events, metrics)
+    pages = [
+        p if p.body is None or keep_body(p.crawl_id) else msgspec.structs.replace(p, body=None)
+        for p in pages
+    ]
     if not pages and not statuses:
         return
     wait, paused, n = 0.5, False, len(pages) + len(statuses)
@@ -137,9 +144,11 @@ class SinkConsumer(Service):
         group: str,
         open_sink: Callable[[], Awaitable[Sink]],
         metrics: Metrics,
+        keep_body: Callable[[str], bool] = lambda _crawl_id: True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.keep_body = keep_body
         self.connection = connection
         self.max_message_bytes = max_message_bytes
         self.topics = list(topics)
@@ -178,7 +187,7 @@ class SinkConsumer(Service):
             events = [
                 (m.topic, m.partition, m.offset, m.value) for msgs in batch.values() for m in msgs
             ]
-            await write_batch(sink, events, self.metrics, self._pause)
+            await write_batch(sink, events, self.metrics, self._pause, self.keep_body)
             offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items()}
             try:
                 await consumer.commit(offsets)

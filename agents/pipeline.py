@@ -300,7 +300,8 @@ class Stages:
             canonical=canonical,
             noindex=noindex,
             redirects=result.redirects,
-            body=result.text if policy.store_bodies and not noindex else None,
+            # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
+            body=result.text if policy.wants_bodies() and not noindex else None,
         )
         outcome = self._outcome(
             d,

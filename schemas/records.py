@@ -129,6 +129,14 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
         DEFAULT_CONTENT_TYPES
     )
     store_bodies: bool = False
+    # Kafka wiring: the page record on the pages topic carries the decoded body (zstd on the
+    # wire, at most max_body and the topic's message size); store_bodies decides the sinks.
+    stream_bodies: bool = True
+
+    def wants_bodies(self) -> bool:
+        """Whether page records carry their decoded body: for the page stream or the sinks."""
+        return self.stream_bodies or self.store_bodies
+
     state: CrawlRunState = "running"
 
 

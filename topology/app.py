@@ -69,6 +69,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         key_serializer="raw",
         value_serializer="raw",
         producer_max_request_size=settings.max_message_bytes,
+        # Pages carry their bodies: compressed by the producer (the topic's zstd keeps them).
+        producer_compression_type="zstd",
         consumer_max_fetch_size=settings.max_message_bytes,
         broker_commit_interval=1.0,
         # A worker killed -9 hands its partitions over after this (Faust's default is 60 s);
@@ -185,6 +187,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             sink_group(settings),
             _sink_opener(settings, sink),
             metrics,
+            keep_body=lambda crawl_id: _stores_bodies(view, crawl_id),
         )
 
     def owned() -> set[int]:
@@ -242,6 +245,12 @@ def table_options(settings: Settings) -> dict[str, int]:
         "block_cache_size": 2 * quarter,
         "bloom_filter_size": 10,
     }
+
+
+def _stores_bodies(view: SharedView, crawl_id: str) -> bool:
+    """The crawl asked the sink to keep bodies (``--store-bodies``); unknown crawl: no."""
+    rules = view.rules(crawl_id)
+    return rules is not None and rules.policy.store_bodies
 
 
 def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitable[Sink]]:

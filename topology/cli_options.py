@@ -183,7 +183,14 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         "--fold-trailing-slash", action="store_true", help="treat /a/ and /a as the same URL"
     )
     p.add_argument(
-        "--store-bodies", action="store_true", help="keep decoded HTML bodies in the page records"
+        "--store-bodies",
+        action="store_true",
+        help="keep decoded HTML bodies in the sinks (pages.jsonl, Cassandra)",
+    )
+    p.add_argument(
+        "--no-bodies",
+        action="store_true",
+        help="Kafka wiring: the pages topic carries no bodies (default: decoded, zstd)",
     )
     p.add_argument(
         "--follow-canonical",
@@ -250,6 +257,7 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         sort_query=not args.keep_query_order,
         fold_trailing_slash=args.fold_trailing_slash,
         store_bodies=args.store_bodies,
+        stream_bodies=not args.no_bodies,
         follow_canonical=args.follow_canonical,
         sitemaps=not args.no_sitemaps,
         sitemap_seeds=tuple(sitemaps),

@@ -147,6 +147,8 @@ class EmbeddedCrawl:
 
     def _commit(self, ch: Changes, report: Report | None, statuses: list[UrlStatus]) -> None:
         page = report.page if report is not None else None
+        if page is not None and page.body is not None and not self.policy.store_bodies:
+            page = msgspec.structs.replace(page, body=None)  # no page stream here: files only
         self.sink.write(page, statuses)
         pages_off, urls_off = self.sink.offsets()
         ch.commit({OFFSETS_KEY: f"{pages_off},{urls_off}".encode()})

@@ -328,3 +328,24 @@ async def test_redirect_hops_keep_the_origin_delay(tmp_path: Path, run_crawl: Cr
         await run_crawl(tmp_path, [srv.url("/")], delay=0.3)
     assert [r.path for r in srv.log] == ["/robots.txt", "/", "/a", "/b", "/c"]
     assert min(srv.gaps()) >= 0.3 - 0.01, srv.gaps()
+
+
+async def test_bodies_in_the_page_stream_by_default_in_the_sinks_when_stored(
+    tmp_path: Path,
+) -> None:
+    """The Kafka wiring's pages carry the decoded body unless --no-bodies; the embedded
+    pages.jsonl (a sink) keeps it only with --store-bodies."""
+    async with RecordingServer() as srv:
+        srv.routes.update({"/": page("/a", title="é"), "/a": page()})
+        seeds = [srv.url("/")]
+        _, streamed, _ = await crawl_kafka(tmp_path / "k1", seeds)
+        assert {p["url"]: "<title>é</title>" in (p["body"] or "") for p in streamed} == {
+            srv.url("/"): True, srv.url("/a"): False,
+        }  # fmt: skip
+        assert all(p["body"] for p in streamed)
+        _, bare, _ = await crawl_kafka(tmp_path / "k2", seeds, stream_bodies=False)
+        assert [p["body"] for p in bare] == [None, None]
+        _, files, _ = await crawl(tmp_path / "e1", seeds)
+        assert [p.get("body") for p in files] == [None, None]
+        _, stored, _ = await crawl(tmp_path / "e2", seeds, store_bodies=True)
+        assert all(p["body"] for p in stored)

@@ -100,7 +100,9 @@ def make_page(crawl_id: str, origin: str, i: int, body: str | None = None) -> Pa
 
 def produce(bootstrap: str, prefix: str, pages: list[Page]) -> None:
     settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix)
-    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+    # zstd like the workers' producer: a foreign consumer decompresses it transparently
+    conf = kafka_clients.librdkafka_producer_config(settings) | {"compression.type": "zstd"}
+    producer = Producer(conf)
     for page in pages:
         producer.produce(f"{prefix}.pages", key=page.origin.encode(), value=encode(page))
     assert producer.flush(30) == 0

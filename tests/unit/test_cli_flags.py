@@ -187,6 +187,7 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
     "--keep-query-order": (["--keep-query-order"], policy("sort_query"), False),
     "--fold-trailing-slash": (["--fold-trailing-slash"], policy("fold_trailing_slash"), True),
     "--store-bodies": (["--store-bodies"], policy("store_bodies"), True),
+    "--no-bodies": (["--no-bodies"], policy("stream_bodies"), False),
     "--follow-canonical": (["--follow-canonical"], policy("follow_canonical"), True),
     "--sitemap": (
         ["--sitemap", "http://127.0.0.1:9/s.xml"],

@@ -53,6 +53,25 @@ async def test_a_sink_that_keeps_up_never_pauses() -> None:
     assert pauses == []
 
 
+async def test_bodies_reach_the_sink_only_for_crawls_that_store_them() -> None:
+    def page(crawl_id: str) -> tuple[str, int, int, bytes | None]:
+        p = Page(
+            crawl_id=crawl_id, url=f"https://example.org/{crawl_id}", final_url="x",
+            origin="https://example.org", status=200, headers={}, content_type="text/html",
+            charset="utf-8", title=None, depth=0, fetched_at=1.0, elapsed_ms=1.0,
+            body_sha256="0" * 64, body_bytes=3, outlinks=0, body="<p>",
+        )  # fmt: skip
+        return ("p.pages", 0, 0, encode(p))
+
+    sink = MemorySink()
+    both = [page("keep"), page("drop")]
+    await write_batch(sink, both, Metrics(), keep_body=lambda crawl_id: crawl_id == "keep")
+    kept = await sink.get_page("keep", "https://example.org/keep")
+    dropped = await sink.get_page("drop", "https://example.org/drop")
+    assert kept is not None and kept.body == "<p>"
+    assert dropped is not None and dropped.body is None and dropped.body_bytes == 3
+
+
 def test_lag_is_what_the_broker_has_that_the_sink_has_not_written() -> None:
     assert sink_lag(120, 100) == 20
     assert sink_lag(100, 100) == 0

@@ -58,9 +58,9 @@ def build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[Settings
                 super().__init__(**kwargs)
 
         class SinkConsumer(app_module.SinkConsumer):
-            def __init__(self, *args: Any) -> None:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
                 built.sink.append(args)
-                super().__init__(*args)
+                super().__init__(*args, **kwargs)
 
         class Health(app_module.Health):
             def __init__(self, *args: Any, **kwargs: Any) -> None:
