@@ -5,8 +5,8 @@ the partitions this worker owns, runs ready dispatches through ``agents.pipeline
 publishes each report: the page to ``pages``, ONE batch per other target origin to ``frontier``,
 and only then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by
 origin. A page fetched without a backoff or a retry frees its origin's concurrency slot as
-soon as its request ended (``Scheduler.fetched``: the delay still counts from the request's
-start), so the Kafka round trip is not added to every request of the origin; robots.txt,
+soon as its report is in Kafka (``Scheduler.fetched``: the delay still counts from the
+request's start), so the consume round trip is not added to every request of the origin; robots.txt,
 retries and backoffs keep the slot until the frontier agent (same process, the single writer)
 has applied the outcome and calls ``applied`` back with the new origin state. Until then the
 URL stays at its queue head (skipped by the scheduler), so a crash refetches it
@@ -307,12 +307,6 @@ class FetchService(Service):
         task = asyncio.current_task()
         if task is not None:
             self._publishing.add(task)  # type: ignore[arg-type]
-        if outcome.kind == "page" and not outcome.backoff and outcome.state != "retry":
-            # Free the slot now, not when the frontier has applied the outcome: that round trip
-            # through Kafka would otherwise be added to every request of the origin. If the
-            # publish fails, ``_reap`` ends the dispatch (the URL is still at its queue head).
-            self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
-            self._wake.set()
         try:
             await self._publish(report)
         except Exception as exc:
@@ -327,6 +321,14 @@ class FetchService(Service):
             self.scheduler.hold(d.origin, time.time() + wait)
             return None
         self._publish_errors = 0
+        if outcome.kind == "page" and not outcome.backoff and outcome.state != "retry":
+            # Free the slot once the outcome is in Kafka, not when the frontier has applied it:
+            # that round trip would otherwise be added to every request of the origin. Not
+            # before the publish is acked: under load a publish can take longer than the delay,
+            # and an origin whose next request started meanwhile had several outcomes not yet
+            # in Kafka, each fetched again after a kill -9 (9 refetches where 3 are allowed).
+            self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
+            self._wake.set()
         return report
 
     async def _publish_failure(
