@@ -68,7 +68,6 @@ class FetchService(Service):
         metrics: Metrics,
         partitions: int,
         concurrency: int,
-        max_origins: int = 100_000,
         max_unapplied: int | None = None,
         page_bytes: int = 16 * 1024 * 1024,
         halted: Callable[[], bool] = lambda: False,
@@ -93,7 +92,7 @@ class FetchService(Service):
         self.halted = halted  # the app is stopping: start nothing new
         self.page_bytes = page_bytes  # max message size of the pages topic
         self._publish_errors = 0  # consecutive reports that could not be published at all
-        self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
+        self.scheduler = Scheduler(store, view.rules)
         self.owned: set[int] = set()
         self.stopping = False
         self.loop_alive = 0.0  # last time the dispatch loop ran (health)

@@ -56,12 +56,9 @@ class Scheduler:
         self,
         store: Store | Changes,
         rules_for: Callable[[str], CrawlRules | None],
-        *,
-        max_origins: int = 100_000,
     ) -> None:
         self.store = store
         self.rules_for = rules_for
-        self.max_origins = max_origins
         self.slots: dict[str, Slot] = {}
         self._states: dict[str, OriginState] = {}
         self._heap: list[tuple[float, int, str]] = []

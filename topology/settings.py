@@ -88,9 +88,6 @@ class Settings(BaseSettings):
     concurrency: int = Field(
         64, ge=1, le=10000, description="Fetches in flight per worker, all origins together."
     )
-    max_origins_in_memory: int = Field(
-        100_000, ge=100, description="Cap of the scheduler's in-memory origin index per worker."
-    )
     sink_concurrency: int = Field(32, ge=1, le=1024, description="Cassandra writes in flight.")
     sink_enabled: bool = Field(True, description="Run the Cassandra sink agent in this worker.")
     fetch_enabled: bool = Field(True, description="Run the scheduler and fetcher in this worker.")

@@ -2,9 +2,6 @@
 component that uses it (the Faust app, the fetch service, the sink consumer, the Cassandra
 driver, the Kafka clients, the worker). A field nothing reads is a lie to operators, so a new
 field without a case here fails ``test_every_field_has_a_case``.
-
-``max_origins_in_memory`` is the exception: its bound is implemented and tested with issue 13
-(the scheduler's origin index cap).
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ from streamcrawl.topology import app as app_module
 from streamcrawl.topology.settings import Settings, load_settings
 from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
 
-NOT_HERE = {"max_origins_in_memory"}  # issue 13: implemented and tested with its bound
 SASL = {
     "kafka_security_protocol": "SASL_PLAINTEXT",
     "kafka_sasl_mechanism": "SCRAM-SHA-512",
@@ -353,7 +349,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
 
 
 def test_every_field_has_a_case() -> None:
-    assert set(CASES) | NOT_HERE | {"kafka_ssl_cafile"} == set(Settings.model_fields)
+    assert set(CASES) | {"kafka_ssl_cafile"} == set(Settings.model_fields)
 
 
 @pytest.fixture
