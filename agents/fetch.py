@@ -28,13 +28,20 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Final
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
 
+from streamcrawl.agents.canonical import resolve
 from streamcrawl.agents.charset import BodyTooLarge, Decoder, decode_html
-from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
+from streamcrawl.agents.errors import (
+    ErrorClass,
+    FetchError,
+    FetchPermanent,
+    FetchRetryable,
+    InvalidURL,
+)
 from streamcrawl.agents.netguard import AddressGuard, GuardedConnector, blocked_error
 from streamcrawl.schemas.records import CrawlPolicy
 
@@ -220,11 +227,12 @@ async def read_body(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool = 
 
 
 def _resolve(base: str, location: str) -> str:
-    """The absolute http(s) target of a Location header, without its fragment."""
+    """The absolute http(s) target of a Location header, without its fragment, resolved as a
+    browser resolves it (the WHATWG URL parser, as links are: ``canonical.resolve``)."""
     try:
-        target = urljoin(base, location.strip()).partition("#")[0]
+        target = resolve(location, base).partition("#")[0]
         parts = urlsplit(target)
-    except ValueError as exc:
+    except (InvalidURL, ValueError) as exc:
         raise FetchPermanent(
             f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT
         ) from exc

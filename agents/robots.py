@@ -28,11 +28,13 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Final
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 from protego import Protego
 
+from streamcrawl.agents.canonical import resolve
+from streamcrawl.agents.errors import InvalidURL
 from streamcrawl.agents.fetch import (
     REDIRECT_STATUSES,
     SentAt,
@@ -207,10 +209,10 @@ async def fetch_robots(
 def _redirect_target(base: str, location: str | None) -> str | None:
     if not location:
         return None
-    try:
-        target = urljoin(base, location.strip()).partition("#")[0]
+    try:  # as a browser resolves it, like links and page redirects (``canonical.resolve``)
+        target = resolve(location, base).partition("#")[0]
         parts = urlsplit(target)
-    except ValueError:
+    except (InvalidURL, ValueError):
         return None
     return target if parts.scheme in ("http", "https") and parts.hostname else None
 
