@@ -7,8 +7,8 @@ and ``/readyz`` answers 503 until a probe succeeds again. Each return to reachab
 worker's clients reconnect to it. A short blip (under ``unready_after``) is counted but leaves
 the worker ready: its clients retry on their own.
 
-The probes: Kafka, one metadata request from a client of our own (``kafka_probe``); Cassandra,
-one single-partition read through the sink (``sink_probe``).
+The probes: Kafka, one metadata request for one topic from a client of our own
+(``kafka_probe``); Cassandra, one single-partition read through the sink (``sink_probe``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaConnectionError
+from aiokafka.protocol.metadata import MetadataRequest
 from mode import Service
 
 from streamcrawl.agents.kafka_connection import KafkaConnection
@@ -97,8 +99,13 @@ class Health(Service):
         return None
 
 
-def kafka_probe(connection: KafkaConnection) -> tuple[Probe, Callable[[], Awaitable[None]]]:
-    """A probe that asks the brokers for their metadata, and the coroutine that closes it."""
+def kafka_probe(
+    connection: KafkaConnection, topic: str
+) -> tuple[Probe, Callable[[], Awaitable[None]]]:
+    """A probe that asks a broker for the metadata of ``topic``, and the coroutine that closes
+    it. One topic, not all: on a broker holding 3,075 topics the metadata of all of them cost
+    104 ms of CPU per probe (5 % of a core at one probe every 2 s, an idle worker's largest
+    cost), one topic's 0.4 ms."""
     client: AIOKafkaClient | None = None
 
     async def probe() -> None:
@@ -111,7 +118,10 @@ def kafka_probe(connection: KafkaConnection) -> tuple[Probe, Callable[[], Awaita
                 await fresh.close()
                 raise
             client = fresh
-        await client.fetch_all_metadata()
+        node = client.get_random_node()
+        if node is None:
+            raise KafkaConnectionError("no broker known")
+        await client.send(node, MetadataRequest([topic], allow_auto_topic_creation=False))
 
     async def close() -> None:
         if client is not None:

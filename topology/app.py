@@ -203,7 +203,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # Sent by Faust once table recovery finished: the tables are complete now.
         fetcher.rebuild(owned())
 
-    probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings))
+    probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings), frontier_topic)
     probes = {"kafka": probe_kafka}
     if sinker is not None:
         probes["cassandra"] = sink_probe(lambda: sinker.sink)
