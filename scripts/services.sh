@@ -167,8 +167,7 @@ launch_kafka() {  # port controller-port
         touch "$dir/secure"
     fi
     write_kafka_client_env "$dir" "$1" "$SECURE"
-    # A cluster id is 16 random bytes, URL-safe base64 without padding.
-    cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    cluster_id=$(new_cluster_id)
     "$JAVA" "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
         -c "$dir/server.properties" "${scram[@]}" >"$dir/format.log" 2>&1 ||
         { tail -n 30 "$dir/format.log" >&2; die "kafka: formatting $dir/data failed"; }

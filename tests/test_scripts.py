@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = ROOT / "scripts" / "_services" / "common.sh"
 PROBE = ROOT / "scripts" / "_services" / "probe.py"
+URLSAFE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 @pytest.fixture
@@ -72,3 +73,14 @@ def test_the_project_venv_can_probe_both_services() -> None:
             timeout=120,
         )
         assert r.returncode == 1, (service, r.stderr)
+
+
+def test_a_cluster_id_never_reads_as_an_option(checkout: Path) -> None:
+    # 1 draw in 64 starts with "-": 1,000 draws without the redraw all pass with odds of 1e-7.
+    script = f"source {checkout / 'scripts' / '_services' / 'common.sh'}; "
+    script += "for _ in $(seq 1000); do new_cluster_id; done"
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    ids = r.stdout.split()
+    assert len(ids) == 1000
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 and set(i) <= URLSAFE for i in ids)

@@ -16,6 +16,17 @@ default_python() {
     fi
 }
 
+# A new KRaft cluster id: 16 random bytes, URL-safe base64 without padding. One that starts with
+# "-" reads as an option to kafka-storage format (1 draw in 64, and CI failed on it once), so draw
+# again, as Kafka's own Uuid.randomUuid() does.
+new_cluster_id() {
+    local id=-
+    while [[ $id == -* ]]; do
+        id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    done
+    echo "$id"
+}
+
 # Major version of a java binary ("17"), or nothing.
 java_major() {
     "$1" -version 2>&1 | sed -n -E '1s/.*version "(1\.)?([0-9]+).*/\2/p'
