@@ -87,186 +87,139 @@ def _regex(text: str) -> str:
     return text
 
 
+# The numeric policy flags: (CrawlPolicy field, parse, what a value is, help). The flag is the
+# field's name with dashes; its default is the record's own, and so are its bounds.
+_NUMBERS: tuple[tuple[str, Callable[[str], object], str, str], ...] = (
+    ("max_pages", int, "a whole number", "stop admitting URLs after N"),
+    ("max_depth", int, "a whole number", "links followed from the seeds"),
+    ("delay", float, "seconds", "seconds between requests to one origin (default %(default)s)"),
+    ("per_origin_concurrency", int, "a whole number", "requests in flight per origin (default 1)"),
+    ("max_crawl_delay", float, "seconds", "cap on robots.txt Crawl-delay (default %(default)s)"),
+    ("max_body", int, "a whole number", "stop reading a body past BYTES (default 10 MiB)"),
+    ("timeout", float, "seconds", "total seconds per request (default %(default)s)"),
+    ("retries", int, "a whole number", "extra attempts after a retryable error (default 2)"),
+)
+
+# The switches: (flag, CrawlPolicy field, whether the flag turns the field off, help).
+_SWITCHES: tuple[tuple[str, str, bool, str], ...] = (
+    ("--ignore-robots", "obey_robots", True, "do not fetch or obey robots.txt"),
+    (
+        "--ignore-nofollow",
+        "honor_nofollow",
+        True,
+        "follow rel=nofollow and meta/X-Robots-Tag nofollow",
+    ),
+    ("--keep-query-order", "sort_query", True, "do not sort query parameters"),
+    ("--fold-trailing-slash", "fold_trailing_slash", False, "treat /a/ and /a as the same URL"),
+    (
+        "--store-bodies",
+        "store_bodies",
+        False,
+        "keep decoded HTML bodies in the sinks (pages.jsonl, Cassandra)",
+    ),
+    (
+        "--no-bodies",
+        "stream_bodies",
+        True,
+        "Kafka wiring: the pages topic carries no bodies (default: decoded, zstd)",
+    ),
+    (
+        "--follow-canonical",
+        "follow_canonical",
+        False,
+        "a page whose rel=canonical names another URL: crawl that URL, not the page's links",
+    ),
+    (
+        "--no-sitemaps",
+        "sitemaps",
+        True,
+        "do not read sitemaps (neither robots.txt Sitemap: lines nor --sitemap)",
+    ),
+    ("--no-feeds", "feeds", True, "do not fetch the RSS/Atom feeds pages link to"),
+)
+
+# Repeatable flags: (flag, metavar, argparse type, help).
+_LISTS: tuple[tuple[str, str, Callable[[str], str], str], ...] = (
+    ("--allow-host", "HOST", str, "also crawl this host (repeatable)"),
+    ("--allow-domain", "DOMAIN", str, "also crawl this registrable domain and its subdomains"),
+    ("--include", "REGEX", _regex, "only URLs matching (repeatable)"),
+    ("--exclude", "REGEX", _regex, "never URLs matching (repeatable)"),
+    (
+        "--sitemap",
+        "URL",
+        str,
+        "also start from this sitemap or sitemap index (repeatable; may be gzipped)",
+    ),
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
 def add_policy_flags(p: argparse.ArgumentParser) -> None:
     """Flags that define a crawl, shared by ``crawl`` and ``seed``."""
+    defaults = {f.name: f.default for f in msgspec.structs.fields(CrawlPolicy)}
     p.add_argument("--crawl-id", type=_crawl_id, help="name of the crawl (resume with the same)")
-    p.add_argument(
-        "--max-pages",
-        type=_policy_value("max_pages", int, "a whole number"),
-        help="stop admitting URLs after N",
-    )
-    p.add_argument(
-        "--max-depth",
-        type=_policy_value("max_depth", int, "a whole number"),
-        help="links followed from the seeds",
-    )
-    p.add_argument(
-        "--delay",
-        type=_policy_value("delay", float, "seconds"),
-        default=1.0,
-        help="seconds between requests to one origin (default 1)",
-    )
-    p.add_argument(
-        "--per-origin-concurrency",
-        type=_policy_value("per_origin_concurrency", int, "a whole number"),
-        default=1,
-        help="requests in flight per origin (default 1)",
-    )
-    p.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="also crawl this host (repeatable)",
-    )
-    p.add_argument(
-        "--allow-domain",
-        action="append",
-        default=[],
-        metavar="DOMAIN",
-        help="also crawl this registrable domain and its subdomains",
-    )
-    p.add_argument(
-        "--include",
-        action="append",
-        default=[],
-        type=_regex,
-        metavar="REGEX",
-        help="only URLs matching (repeatable)",
-    )
-    p.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        type=_regex,
-        metavar="REGEX",
-        help="never URLs matching (repeatable)",
-    )
+    for field, parse, what, text in _NUMBERS:
+        metavar = "BYTES" if field == "max_body" else None
+        p.add_argument(
+            "--" + field.replace("_", "-"),
+            type=_policy_value(field, parse, what),
+            default=defaults[field],
+            metavar=metavar,
+            help=text,
+        )
+    for flag, metavar, kind, text in _LISTS:
+        p.add_argument(flag, action="append", default=[], type=kind, metavar=metavar, help=text)
     p.add_argument(
         "--user-agent",
         default=DEFAULT_USER_AGENT,
         help="User-Agent; its product token selects the robots.txt group",
     )
-    p.add_argument("--ignore-robots", action="store_true", help="do not fetch or obey robots.txt")
-    p.add_argument(
-        "--ignore-nofollow",
-        action="store_true",
-        help="follow rel=nofollow and meta/X-Robots-Tag nofollow",
-    )
-    p.add_argument(
-        "--max-crawl-delay",
-        type=_policy_value("max_crawl_delay", float, "seconds"),
-        default=30.0,
-        help="cap on robots.txt Crawl-delay (default 30)",
-    )
-    p.add_argument(
-        "--max-body",
-        type=_policy_value("max_body", int, "a whole number"),
-        default=10 * 1024 * 1024,
-        metavar="BYTES",
-        help="stop reading a body past this size (default 10 MiB)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=_policy_value("timeout", float, "seconds"),
-        default=30.0,
-        help="total seconds per request (default 30)",
-    )
-    p.add_argument(
-        "--retries",
-        type=_policy_value("retries", int, "a whole number"),
-        default=2,
-        help="extra attempts after a retryable error (default 2)",
-    )
-    p.add_argument("--keep-query-order", action="store_true", help="do not sort query parameters")
-    p.add_argument(
-        "--fold-trailing-slash", action="store_true", help="treat /a/ and /a as the same URL"
-    )
-    p.add_argument(
-        "--store-bodies",
-        action="store_true",
-        help="keep decoded HTML bodies in the sinks (pages.jsonl, Cassandra)",
-    )
-    p.add_argument(
-        "--no-bodies",
-        action="store_true",
-        help="Kafka wiring: the pages topic carries no bodies (default: decoded, zstd)",
-    )
-    p.add_argument(
-        "--follow-canonical",
-        action="store_true",
-        help="a page whose rel=canonical names another URL: crawl that URL, not the page's links",
-    )
-    p.add_argument(
-        "--sitemap",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="also start from this sitemap or sitemap index (repeatable; may be gzipped)",
-    )
-    p.add_argument(
-        "--no-sitemaps",
-        action="store_true",
-        help="do not read sitemaps (neither robots.txt Sitemap: lines nor --sitemap)",
-    )
-    p.add_argument(
-        "--no-feeds", action="store_true", help="do not fetch the RSS/Atom feeds pages link to"
-    )
+    for flag, _field, _turns_off, text in _SWITCHES:
+        p.add_argument(flag, action="store_true", help=text)
 
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
     """Build and validate the crawl policy; raises ``InvalidURL`` for a bad seed and
     ``ConfigError`` for a spec outside the record's bounds (e.g. too many ``--allow-host``)."""
-    from streamcrawl.agents.canonical import canonicalize
-
     if not seeds and not args.sitemap:
         raise ConfigError("a URL to crawl (or a --sitemap URL) is required")
     if args.sitemap and args.no_sitemaps:
         raise ConfigError("--sitemap and --no-sitemaps contradict each other")
-    canonical = []
-    for seed in seeds:
-        try:
-            canonical.append(canonicalize(seed).url)
-        except InvalidURL as exc:
-            raise InvalidURL(f"invalid seed URL {seed!r}: {exc}") from None
-    sitemaps = []
-    for sitemap in args.sitemap:
-        try:
-            sitemaps.append(canonicalize(sitemap).url)
-        except InvalidURL as exc:
-            raise InvalidURL(f"invalid sitemap URL {sitemap!r}: {exc}") from None
+    numbers = {field: getattr(args, field) for field, *_ in _NUMBERS}
+    switches = {field: getattr(args, _dest(flag)) != off for flag, field, off, _ in _SWITCHES}
     policy = CrawlPolicy(
         crawl_id=crawl_id,
-        seeds=tuple(canonical),
+        seeds=_canonical(seeds, "seed"),
         allow_hosts=tuple(h.lower() for h in args.allow_host),
         allow_domains=tuple(d.lower() for d in args.allow_domain),
         include=tuple(args.include),
         exclude=tuple(args.exclude),
-        max_depth=args.max_depth,
-        max_pages=args.max_pages,
-        delay=args.delay,
-        per_origin_concurrency=args.per_origin_concurrency,
-        max_crawl_delay=args.max_crawl_delay,
         user_agent=args.user_agent,
-        obey_robots=not args.ignore_robots,
-        honor_nofollow=not args.ignore_nofollow,
-        max_body=args.max_body,
-        timeout=args.timeout,
         connect_timeout=min(10.0, args.timeout),
-        retries=args.retries,
-        sort_query=not args.keep_query_order,
-        fold_trailing_slash=args.fold_trailing_slash,
-        store_bodies=args.store_bodies,
-        stream_bodies=not args.no_bodies,
-        follow_canonical=args.follow_canonical,
-        sitemaps=not args.no_sitemaps,
-        sitemap_seeds=tuple(sitemaps),
-        feeds=not args.no_feeds,
+        sitemap_seeds=_canonical(args.sitemap, "sitemap"),
+        **numbers,
+        **switches,
     )
     try:
         return check(policy)
     except BadMessage as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _canonical(urls: Sequence[str], what: str) -> tuple[str, ...]:
+    """The canonical form of each of ``urls``; ``InvalidURL`` names the first bad one."""
+    from streamcrawl.agents.canonical import canonicalize
+
+    canonical = []
+    for url in urls:
+        try:
+            canonical.append(canonicalize(url).url)
+        except InvalidURL as exc:
+            raise InvalidURL(f"invalid {what} URL {url!r}: {exc}") from None
+    return tuple(canonical)
 
 
 def add_allow_network_flag(p: argparse.ArgumentParser) -> None:

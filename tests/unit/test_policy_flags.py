@@ -1,0 +1,59 @@
+"""The crawl policy flags of crawl and seed: their defaults are the record's, and every flag
+reaches the field it names (topology/cli_options.py builds them from tables)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.cli import build_parser
+from streamcrawl.topology.cli_options import policy_from_args
+
+URL = "https://example.org/"
+
+
+@pytest.mark.parametrize("command", ["crawl", "seed"])
+def test_no_flags_give_the_records_defaults(command: str) -> None:
+    policy = policy_from_args(build_parser().parse_args([command, URL]), [URL], "c1")
+    assert policy == CrawlPolicy(crawl_id="c1", seeds=(URL,))
+
+
+# Each flag, its value and the field it must change (to something other than the default).
+FLAGS = [
+    (["--max-pages", "7"], "max_pages", 7),
+    (["--max-depth", "3"], "max_depth", 3),
+    (["--delay", "0.25"], "delay", 0.25),
+    (["--per-origin-concurrency", "4"], "per_origin_concurrency", 4),
+    (["--max-crawl-delay", "5"], "max_crawl_delay", 5.0),
+    (["--max-body", "1000"], "max_body", 1000),
+    (["--timeout", "4"], "timeout", 4.0),
+    (["--retries", "0"], "retries", 0),
+    (["--allow-host", "Other.example"], "allow_hosts", ("other.example",)),
+    (["--allow-domain", "Example.net"], "allow_domains", ("example.net",)),
+    (["--include", "/docs/"], "include", ("/docs/",)),
+    (["--exclude", "/tmp/"], "exclude", ("/tmp/",)),
+    (["--user-agent", "bot/2"], "user_agent", "bot/2"),
+    (["--ignore-robots"], "obey_robots", False),
+    (["--ignore-nofollow"], "honor_nofollow", False),
+    (["--keep-query-order"], "sort_query", False),
+    (["--fold-trailing-slash"], "fold_trailing_slash", True),
+    (["--store-bodies"], "store_bodies", True),
+    (["--no-bodies"], "stream_bodies", False),
+    (["--follow-canonical"], "follow_canonical", True),
+    (["--no-sitemaps"], "sitemaps", False),
+    (["--no-feeds"], "feeds", False),
+    (["--sitemap", "https://example.org/s.xml"], "sitemap_seeds", ("https://example.org/s.xml",)),
+]
+
+
+@pytest.mark.parametrize(("flag", "field", "value"), FLAGS, ids=[f[0][0] for f in FLAGS])
+def test_each_flag_reaches_its_field(flag: list[str], field: str, value: object) -> None:
+    policy = policy_from_args(build_parser().parse_args(["crawl", URL, *flag]), [URL], "c1")
+    default = CrawlPolicy(crawl_id="c1", seeds=(URL,))
+    assert getattr(policy, field) == value != getattr(default, field)
+    changed = {
+        f for f in msgspec.structs.asdict(policy) if getattr(policy, f) != getattr(default, f)
+    }
+    # --timeout also lowers connect_timeout (never above the total).
+    assert changed - {"connect_timeout"} == {field}
