@@ -6,8 +6,8 @@ the package if its HTML tree is missing (``apt-get install``, root only), serves
 nginx from its installed place (a symlink in the run's directory: nothing is copied, nothing
 lands in the repository), crawls it with one worker (bodies in the stream, the default) and
 prints per run, then as medians: pages, CPU ms per page of the worker,
-the broker and Cassandra over the crawl (raw CPU seconds: the harness's own status poller,
-which reads the crawl's state rows every 0.5 s, is included) and their sum.
+the broker and Cassandra over the crawl (raw CPU seconds; the harness's status poller reads
+the counts topic as ``streamcrawl status`` does, Cassandra nothing) and their sum.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 * ``start_topology``: a topic prefix, keyspace and crawl id unique to this run; ``streamcrawl
   admin create-topics`` and ``create-schema``; ``workers`` x ``streamcrawl worker`` (own state
   dir and web port), each waited for until ``/readyz`` answers 200; a status poller
-  (``bench.kafka_status``) whose Cassandra session is up. A context manager: the workers are
+  (``bench.kafka_status``) that has read the counts topic once. A context manager: the workers are
   stopped with SIGTERM (SIGKILL after 30 s) when it exits, whatever happened.
 * ``seed``: the worker and service meters start, then ``streamcrawl seed``.
 * ``drain``: waits until the terminal-state counts say the crawl is over (see its docstring).
@@ -264,7 +264,7 @@ def _wait_ready(topo: Topology, deadline: float, t_start: float) -> None:
                 raise RuntimeError(f"worker {i + 1} not ready after {deadline - t_start} s")
             time.sleep(0.5)
     assert topo.poller is not None
-    while topo.poller.latest is None:  # the poller's Cassandra session is up
+    while topo.poller.latest is None:  # the poller reads the counts topic
         if time.monotonic() > deadline:
             raise RuntimeError(f"status poller: {_log_tail(topo.logs / 'status-poller.log', 500)}")
         topo.check_poller()
@@ -411,11 +411,12 @@ def drain(
     timeout: float,
     access_log: Path | None = None,
 ) -> Drained:
-    """Wait until Cassandra's terminal-state counts (``bench.kafka_status``, what ``streamcrawl
-    status --json`` reports) hold ``expected_pages`` as ``fetched`` (or ``max_pages`` states),
-    unchanged for 3 s. A crawl whose counts stop moving for 60 s short of that, with no request
-    to the site for 30 s (``access_log``; without one, the 60 s alone), ends as ``stalled``; one
-    past ``timeout`` s as ``timed_out``."""
+    """Wait until the terminal-state counts (``bench.kafka_status``, what ``streamcrawl status
+    --json`` reports) hold ``expected_pages`` as ``fetched`` (or ``max_pages`` states),
+    unchanged for 3 s, with the Cassandra sink caught up (its lag 0, so that the CPU of every
+    write falls inside the measurement). A crawl whose counts stop moving for 60 s short of
+    that, with no request to the site for 30 s (``access_log``; without one, the 60 s alone),
+    ends as ``stalled``; one past ``timeout`` s as ``timed_out``."""
     assert topo.poller is not None
     log_size, log_seen = -1, time.monotonic()
     last_total, last_t, last_seen = -1, seeded.t0_unix, time.monotonic()
@@ -437,7 +438,7 @@ def drain(
         complete = states.get("fetched", 0) >= expected_pages or (
             max_pages is not None and total >= max_pages
         )
-        if total and complete and quiet >= 3.0:
+        if total and complete and quiet >= 3.0 and latest.get("sink_lag") == 0:
             return Drained(states, last_t, snap)
         # Stalled: no new terminal state for 60 s and no request to the site for 30 s
         # (the Cassandra sink can lag the fetches by tens of seconds under load).
