@@ -256,11 +256,13 @@ class FetchService(Service):
     def _room(self) -> int:
         """How many dispatches may start now: the concurrency left, and backpressure (fetched
         but unapplied URLs stay under ``max_unapplied``; ``applied`` wakes the loop when the
-        frontier agent catches up)."""
-        fetching = self._fetching()
+        frontier agent catches up). Every dispatch not yet settling counts against the bound,
+        reports still being published included: when the broker is slow to ack they are the
+        unapplied outcomes of the next moment (not counting them, a loaded worker was seen
+        holding 408 against a bound of 256)."""
         return min(
-            self.concurrency - fetching,
-            self.max_unapplied - self.scheduler.settling - fetching,
+            self.concurrency - self._fetching(),
+            self.max_unapplied - self.scheduler.settling - len(self._inflight),
         )
 
     def _fetching(self) -> int:

@@ -6,6 +6,10 @@
   bench.worker_rows --idle 60 --partitions 12 [--profile OUT]``.
 * ``not_saturated``: many origins with a long delay (default 16 x 100 at 0.5 s), so the rate
   is set by politeness, not by CPU: one worker and two workers, CPU per page and their ratio.
+* ``politeness``: the politeness-bound row alone (default 256 x 20 at 0.5 s, one worker),
+  ``--runs`` times behind the bench's nginx: pages/s over the access log's span against the
+  ideal origins/delay, the smallest per-origin gap at the server, and the worker's CPU per
+  page. ``python -m bench.worker_rows --politeness 256x20@0.5 [--workers 2] [--runs 3]``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import argparse
 import json
 import os
 import statistics
+import threading
 import time
 from pathlib import Path
 
@@ -107,6 +112,95 @@ def not_saturated_section(part: dict) -> list[str]:
     return [*lines, ""]
 
 
+class RunQueueMeter:
+    """CPU time and run-queue wait of the workers started under ``workdir`` (Linux
+    ``/proc/PID/task/*/schedstat``: nanoseconds on a CPU, nanoseconds runnable but waiting for
+    one). A wait much larger than the CPU time says the worker was starved by other work on
+    the machine, not held back by its own latencies."""
+
+    def __init__(self, workdir: Path, interval: float = 0.5) -> None:
+        self.workdir = str(workdir.resolve())
+        self.interval = interval
+        self.threads: dict[tuple[int, int], tuple[int, int]] = {}  # (pid, tid) -> (cpu, wait)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _workers(self) -> list[int]:
+        import psutil
+
+        pids = []
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            cmd, cwd = proc.info["cmdline"] or [], proc.info["cwd"] or ""
+            worker = "worker" in cmd and any("streamcrawl" in c for c in cmd)
+            if worker and cwd.startswith(self.workdir):
+                pids.append(proc.pid)
+        return pids
+
+    def _sample(self) -> None:
+        for pid in self._workers():
+            for task in Path(f"/proc/{pid}/task").glob("*"):
+                try:
+                    cpu, wait, _ = (int(x) for x in (task / "schedstat").read_text().split())
+                except (OSError, ValueError):
+                    continue
+                self.threads[(pid, int(task.name))] = (cpu, wait)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def start(self) -> RunQueueMeter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        cpu = sum(c for c, _ in self.threads.values()) / 1e9
+        wait = sum(w for _, w in self.threads.values()) / 1e9
+        return {"sched_cpu_s": cpu, "runqueue_wait_s": wait}
+
+
+def politeness_rows(
+    workdir: Path, size: str, workers: int, runs: int, timeout: float = 1800.0
+) -> dict:
+    """The politeness-bound row ``runs`` times: each run's figures and their medians."""
+    from bench import suite
+
+    spec_s, _, delay_s = size.partition("@")
+    origins, _, pages = spec_s.partition("x")
+    delay = float(delay_s or 0.5)
+    site = suite.ensure_site(workdir, int(origins), int(pages), 21000)
+    name = f"kafka-{workers}"
+    args = argparse.Namespace(timeout=timeout, stock=False)
+    results = []
+    for i in range(runs):
+        meter = RunQueueMeter(workdir / f"run-{i + 1}").start()
+        row = suite.politeness(site, [name], workdir / f"run-{i + 1}", args, delay=delay)
+        sched = meter.stop()
+        r = row[name]
+        keep = ("status", "reason", "pages", "span_s", "span_pages_per_s", "cpu_s")
+        out = {k: r.get(k) for k in keep}
+        out.update(
+            of_ideal=(r.get("span_pages_per_s") or 0) / row["_site"]["ideal_pages_per_s"],
+            ms_cpu_per_page=r.get("ms_cpu_per_page"),
+            min_gap=r.get("min_gap"),
+            min_gap_with_robots=r.get("min_gap_with_robots"),
+            origins_under_delay=len(r.get("origins_under_delay") or ()),
+            loadavg_1m=r.get("loadavg_1m"),
+            other_cpu_s=r.get("other_cpu_s"),
+            **sched,
+        )
+        print(json.dumps(out, default=str), flush=True)
+        results.append(out)
+    ok = [r for r in results if r["status"] == "ok"]
+    med = {
+        k: statistics.median(r[k] for r in ok) if ok else None
+        for k in ("span_pages_per_s", "of_ideal", "ms_cpu_per_page", "min_gap")
+    }
+    return {"site": size, "workers": workers, "runs": results, "median": med}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--idle", type=float, default=60.0, help="seconds measured")
@@ -114,7 +208,14 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--profile", type=Path, help="py-spy record the idle worker into this file")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/streamcrawl-idle"))
+    ap.add_argument("--politeness", metavar="OxP@DELAY", help="run the politeness row instead")
+    ap.add_argument("--workers", type=int, default=1, help="workers of the politeness row")
+    ap.add_argument("--runs", type=int, default=1, help="runs of the politeness row")
     args = ap.parse_args()
+    if args.politeness:
+        row = politeness_rows(args.workdir, args.politeness, args.workers, args.runs)
+        print(json.dumps(row["median"], indent=1, default=str))
+        return
     row = idle(args.workdir, args.partitions, args.idle, args.settle, args.profile)
     print(json.dumps(row, indent=1, default=str))
 

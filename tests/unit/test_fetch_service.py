@@ -51,7 +51,8 @@ class Stages:
         )
 
 
-async def test_dispatch_pauses_at_max_unapplied_and_resumes_when_applied() -> None:
+def _twenty_urls() -> tuple[TableStore, CrawlRules]:
+    """One origin with 20 queued URLs, no delay, 8 requests at a time."""
     policy = CrawlPolicy(
         crawl_id="c", seeds=(ORIGIN + "/",), obey_robots=False, delay=0.0, per_origin_concurrency=8
     )
@@ -61,6 +62,11 @@ async def test_dispatch_pauses_at_max_unapplied_and_resumes_when_applied() -> No
     urls = tuple(UrlRef(f"{ORIGIN}/{i}", 1) for i in range(20))
     Frontier().admit(ch, FrontierBatch(crawl_id="c", origin=ORIGIN, urls=urls), rules, budget=None)
     ch.commit()
+    return store, rules
+
+
+async def test_dispatch_pauses_at_max_unapplied_and_resumes_when_applied() -> None:
+    store, rules = _twenty_urls()
     sent: list[str] = []
 
     async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
@@ -92,6 +98,36 @@ async def test_dispatch_pauses_at_max_unapplied_and_resumes_when_applied() -> No
         svc.applied(ORIGIN, stages.runs[0], load_origin(store, ORIGIN))
         await asyncio.sleep(0.3)
         assert len(stages.runs) == 4  # one applied, one more dispatched
+    finally:
+        svc.stopping = True
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_reports_still_publishing_count_against_max_unapplied() -> None:
+    """A slow broker: fetched reports whose publish has not been acked yet are unapplied
+    outcomes too. Counting only the acked ones let a worker on a loaded machine hold 408
+    unapplied outcomes with a bound of 256 (politeness-bound bench row)."""
+    store, rules = _twenty_urls()
+    release = asyncio.Event()
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        await release.wait()  # the broker has not acked yet
+
+    svc = _service(store, rules, publish)
+    svc.max_unapplied = 3
+    stages = Stages()
+    svc._stages = stages  # type: ignore[assignment]
+    loop = asyncio.create_task(svc._dispatch_loop())
+    svc.scheduler.track(load_origin(store, ORIGIN))
+    svc._wake.set()
+    try:
+        await asyncio.sleep(1.5)  # past the dispatch loop's 1 s timer
+        assert len(stages.runs) == 3  # three reports publishing: no room for a fourth
+        assert svc.scheduler.settling == 0
+        release.set()
+        await asyncio.sleep(0.3)
+        assert len(stages.runs) == 3 and svc.scheduler.settling == 3  # acked, not applied
     finally:
         svc.stopping = True
         loop.cancel()
