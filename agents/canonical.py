@@ -54,7 +54,7 @@ import functools
 import ipaddress
 import re
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -228,29 +228,31 @@ class Canonicalizer:
         Invalid and unsupported hrefs (``mailto:``, ``javascript:``, ``data:``, ``tel:``...) are
         skipped silently.
         """
+        seen_urls: set[str] = set()
+        out: list[Canonical] = []
+        for result in self.each(dict.fromkeys(hrefs), base):
+            if result is None or result.url in seen_urls:
+                continue
+            seen_urls.add(result.url)
+            out.append(result)
+        return out
+
+    def each(self, hrefs: Iterable[str], base: str) -> Iterator[Canonical | None]:
+        """The canonical URL of each href of a page at ``base``, in order; ``None`` for an
+        invalid or unsupported one. Not deduplicated."""
         lookup = self._lookup
         page = lookup(base, None)
         # An absolute href ignores the base and a root-relative one only needs the base's origin:
         # keying them so shares cache entries across all pages of a site.
         root = page.origin + "/" if isinstance(page, Canonical) else base
-        seen_hrefs: set[str] = set()
-        seen_urls: set[str] = set()
-        out: list[Canonical] = []
         for href in hrefs:
-            if href in seen_hrefs:
-                continue
-            seen_hrefs.add(href)
             if href.startswith(("http://", "https://")):
                 result = lookup(href, None)
             elif href[:1] == "/":
                 result = lookup(href, root)
             else:
                 result = lookup(href, base)
-            if isinstance(result, str) or result.url in seen_urls:
-                continue
-            seen_urls.add(result.url)
-            out.append(result)
-        return out
+            yield None if isinstance(result, str) else result
 
 
 def _split(url: str) -> tuple[str | None, str | None, str, str | None]:

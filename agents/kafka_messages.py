@@ -10,8 +10,9 @@ second, without end. So a report is cut to size before it is sent:
 - a batch of another origin is split into several batches when it does not fit, or holds more
   than ``MAX_BATCH_URLS`` URLs (the decoder refuses a bigger one);
 - a robots.txt body that does not fit (JSON escapes can triple it) is cut at a line end;
-- a page over ``page_bytes`` loses its body (and then its headers): the page row and its
-  state are kept, the body is not worth the crawl looping on it.
+- a page over ``page_bytes`` loses its body, then the links at the end of its ``links``
+  (``links_truncated`` set), then its headers: the page row and its state are kept, neither is
+  worth the crawl looping on it.
 
 No I/O and no Faust: ``report_messages`` is pure, the fetch service sends what it returns.
 """
@@ -26,12 +27,23 @@ import msgspec
 
 from streamcrawl.agents.pipeline import Report
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import MAX_BATCH_URLS, FrontierBatch, Outcome, Page, UrlRef
+from streamcrawl.schemas.records import (
+    MAX_BATCH_URLS,
+    FrontierBatch,
+    Outcome,
+    Outlink,
+    Page,
+    UrlRef,
+)
 
 # Kafka's default ``max.message.bytes`` is 1 MiB (+12); the topics other than ``pages`` keep
 # it, and a record batch adds its own framing: keep each value well under it.
 MESSAGE_BYTES: Final = 900 * 1024
 _LINK_OVERHEAD: Final = 1  # the comma between two encoded links
+# What a record adds to its value in the producer's size check against ``max_request_size``
+# (= the pages topic's ``max.message.bytes``): the key (an origin, at most 1,024 bytes), and
+# aiokafka's estimate of the batch header and record framing (61 + 21 bytes + varints).
+RECORD_OVERHEAD: Final = 2048
 
 _encode_ref = msgspec.json.Encoder().encode
 
@@ -51,7 +63,7 @@ def report_messages(
     report: Report, *, page_bytes: int, message_bytes: int = MESSAGE_BYTES
 ) -> Messages:
     """The values a report is published as, each at most its topic's limit (``page_bytes``
-    for ``pages``, ``message_bytes`` for the others)."""
+    less ``RECORD_OVERHEAD`` for ``pages``, ``message_bytes`` for the others)."""
     outcome = report.outcome
     own = [ref for b in report.batches if b.origin == outcome.origin for ref in b.urls]
     out = Messages(outcome=b"", origin=outcome.origin)
@@ -68,7 +80,7 @@ def report_messages(
         out.trimmed |= len(parts) > 1
         out.frontier.extend((batch.origin, part) for part in parts)
     if report.page is not None:
-        page, cut = _fit_page(report.page, page_bytes)
+        page, cut = _fit_page(report.page, page_bytes - RECORD_OVERHEAD)
         out.pages.append(page)
         out.trimmed |= cut
     return out
@@ -87,8 +99,8 @@ def _outcome_value(
     return value, tuple(links[kept:])
 
 
-def _take(refs: Iterable[UrlRef], room: int) -> int:
-    """How many of ``refs`` (from the start) fit in ``room`` encoded bytes."""
+def _take(refs: Iterable[UrlRef | Outlink], room: int) -> int:
+    """How many of ``refs`` (from the start) fit in ``room`` encoded bytes, as a JSON array."""
     used = n = 0
     for ref in refs:
         used += len(_encode_ref(ref)) + _LINK_OVERHEAD
@@ -130,12 +142,25 @@ def _fit_robots(outcome: Outcome, limit: int) -> tuple[Outcome, bool]:
 
 
 def _fit_page(page: Page, limit: int) -> tuple[bytes, bool]:
-    """The encoded page; without its body, then its headers, while it is over ``limit``."""
+    """The encoded page; without its body, then with fewer links, then without its headers,
+    while it is over ``limit``."""
     value = encode(page)
     if len(value) <= limit:
         return value, False
     page = msgspec.structs.replace(page, body=None)
     value = encode(page)
     if len(value) > limit:
-        value = encode(msgspec.structs.replace(page, headers={}))
+        fitted = _fit_links(page, limit)
+        if len(value := encode(fitted)) > limit:  # the headers alone are over
+            value = encode(_fit_links(msgspec.structs.replace(page, headers={}), limit))
     return value, True
+
+
+def _fit_links(page: Page, limit: int) -> Page:
+    """``page`` with as many of its first links as fit in ``limit`` bytes (all of them if
+    they do); ``links_truncated`` once one is left out."""
+    bare = msgspec.structs.replace(page, links=(), links_truncated=True)
+    n = _take(page.links, limit - len(encode(bare)))
+    if n == len(page.links):
+        return page
+    return msgspec.structs.replace(bare, links=page.links[:n])

@@ -19,19 +19,26 @@ Link choices:
 - empty hrefs and bare ``#fragment`` hrefs (this same page) are dropped; other hrefs are kept
   raw (stripped): resolving them against ``base`` and filtering schemes is the canonicalizer's.
 - deduplicated by raw href, first occurrence's position; nofollow only if every occurrence is.
+- each link also carries what ``Page.links`` shows consumers (``agents/outlinks.py``): its
+  anchor text (the text content of an ``a``, the ``alt`` of an ``area``; whitespace collapsed,
+  at most ``MAX_ANCHOR_CHARS``; the first non-empty one of its occurrences), its rel tokens
+  (lowercase, in order, at most ``MAX_REL_TOKENS`` of at most ``MAX_REL_CHARS`` characters; those
+  every occurrence has) and the tag of its first occurrence. Anchor text is read only for an
+  href's first occurrence and while it is still empty: about 1 us per link.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser, LexborNode
 
 from streamcrawl.agents.canonical import resolve
 from streamcrawl.agents.errors import InvalidURL
 from streamcrawl.agents.robots import robots_directives
+from streamcrawl.schemas.records import MAX_ANCHOR_CHARS, MAX_REL_CHARS, MAX_REL_TOKENS, LinkTag
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +81,19 @@ _FLAT_NAMES: Final = (
 _FLAT: Final = frozenset(_FLAT_NAMES.split())
 
 
+# Text read for an anchor before its whitespace is collapsed: an <a> may wrap a whole page.
+_ANCHOR_READ_CHARS: Final = 16 * MAX_ANCHOR_CHARS
+
+
 class Link(NamedTuple):
-    """One outgoing link: the raw, stripped attribute value, and whether it is nofollow."""
+    """One outgoing link: the raw, stripped attribute value, whether it is nofollow, and (for
+    ``Page.links``) its anchor text, rel tokens and the tag it came from."""
 
     href: str
     nofollow: bool
+    text: str = ""
+    rel: tuple[str, ...] = ()
+    tag: LinkTag = "a"
 
 
 class ParsedPage(NamedTuple):
@@ -95,6 +110,17 @@ class ParsedPage(NamedTuple):
 
 def _rel(attrs: dict[str, str | None]) -> set[str]:
     return set((attrs.get("rel") or "").lower().split())
+
+
+def _rel_tokens(rel: str) -> tuple[str, ...]:
+    """The rel tokens a link record keeps: lowercase, first-seen order, bounded."""
+    tokens = dict.fromkeys(t for t in rel.lower().split() if len(t) <= MAX_REL_CHARS)
+    return tuple(tokens)[:MAX_REL_TOKENS]
+
+
+def _anchor_text(node: LexborNode) -> str:
+    text = (node.attributes.get("alt") or "") if node.tag == "area" else node.text(deep=True)
+    return " ".join(text[:_ANCHOR_READ_CHARS].split())[:MAX_ANCHOR_CHARS].rstrip()
 
 
 def _refresh_url(content: str) -> str | None:
@@ -127,30 +153,47 @@ class _Collector:
         self.canonical: str | None = None
         self.refresh: str | None = None
         self.robots: set[str] = set()
-        self.links: dict[str, bool] = {}  # href -> nofollow; dicts keep insertion order
+        # href -> [nofollow, text, rel tokens, tag]; dicts keep insertion order
+        self.links: dict[str, list[Any]] = {}
         self.feeds: dict[str, None] = {}
 
-    def add_link(self, href: str | None, nofollow: bool) -> None:
+    def add_link(
+        self,
+        href: str | None,
+        tag: LinkTag,
+        rel: str | None = None,
+        node: LexborNode | None = None,
+    ) -> None:
+        """Record one occurrence of a link; ``node`` (an ``a``/``area``) gives its text."""
         if not href:
             return
         href = href.strip()
         if not href or href.startswith("#"):
             return
+        nofollow = rel is not None and "nofollow" in rel.lower().split()
+        tokens = _rel_tokens(rel) if rel else ()
         seen = self.links.get(href)
-        self.links[href] = nofollow if seen is None else seen and nofollow
+        if seen is None:
+            text = _anchor_text(node) if node is not None else ""
+            self.links[href] = [nofollow, text, tokens, tag]
+            return
+        seen[0] = seen[0] and nofollow
+        if not seen[1] and node is not None:
+            seen[1] = _anchor_text(node)
+        if seen[2]:
+            seen[2] = tuple(t for t in seen[2] if t in tokens)
 
     def visit(self, node: LexborNode) -> None:
         tag = node.tag
         attrs = node.attributes
         if tag == "a" or tag == "area":  # the hot path: most nodes are anchors
-            rel = attrs.get("rel")
-            self.add_link(attrs.get("href"), rel is not None and "nofollow" in _rel(attrs))
+            self.add_link(attrs.get("href"), "a" if tag == "a" else "area", attrs.get("rel"), node)
         elif tag == "link":
             self._link(attrs)
         elif tag == "meta":
             self._meta(attrs)
         elif tag == "iframe" or tag == "frame":
-            self.add_link(attrs.get("src"), False)
+            self.add_link(attrs.get("src"), "iframe" if tag == "iframe" else "frame")
         elif tag == "title":
             if self.title is None:
                 text = _SPACES.sub(" ", node.text(deep=True)).strip()[:MAX_TITLE_CHARS]
@@ -165,7 +208,7 @@ class _Collector:
         if rel & _FOLLOWED_LINK_RELS and not rel & _NOT_PAGE_RELS:
             media = (attrs.get("type") or "").split(";")[0].strip().lower()
             if "alternate" not in rel or media in _HTML_TYPES:
-                self.add_link(attrs.get("href"), "nofollow" in rel)
+                self.add_link(attrs.get("href"), "link", attrs.get("rel"))
             elif media in FEED_TYPES and "alternate" in rel and "nofollow" not in rel:
                 href = (attrs.get("href") or "").strip()
                 if href:
@@ -178,13 +221,13 @@ class _Collector:
             self.robots |= robots_directives(content)
         elif (attrs.get("http-equiv") or "").strip().lower() == "refresh" and self.refresh is None:
             self.refresh = _refresh_url(content)
-            self.add_link(self.refresh, False)
+            self.add_link(self.refresh, "refresh")
 
     def page(self) -> ParsedPage:
         return ParsedPage(
             title=self.title,
             base=self.base or self.url,
-            links=[Link(href, nofollow) for href, nofollow in self.links.items()],
+            links=[Link(href, *fields) for href, fields in self.links.items()],
             canonical=self.canonical,
             meta_robots=frozenset(self.robots),
             meta_refresh=self.refresh,

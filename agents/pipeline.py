@@ -31,7 +31,8 @@ from streamcrawl.agents.listings import (
     robots_sitemaps,
 )
 from streamcrawl.agents.netguard import AddressBlocked
-from streamcrawl.agents.parse import parse_html
+from streamcrawl.agents.outlinks import page_links
+from streamcrawl.agents.parse import Link, parse_html
 from streamcrawl.agents.robots import fetch_robots, robots_url, x_robots_tag
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.agents.scheduler import Dispatch
@@ -252,6 +253,7 @@ class Stages:
             directives = x_robots_tag(result.headers, policy.user_agent)
         title = None
         links: list[str] = []
+        html_links: list[Link] = []  # every link of the HTML, for the page record
         feeds: tuple[str, ...] = ()
         header = page_rels(result.headers, result.final_url)
         canonical, base = header.canonical, result.final_url
@@ -260,6 +262,7 @@ class Stages:
             title, base = parsed.title, parsed.base
             canonical = parsed.canonical or canonical
             directives = directives | parsed.meta_robots
+            html_links = parsed.links
             links = [
                 link.href for link in parsed.links if not (link.nofollow and policy.honor_nofollow)
             ]
@@ -274,6 +277,7 @@ class Stages:
         if policy.follow_canonical and canonical is not None and canonical != final_url:
             links, feeds = [canonical], ()  # the canonical is crawled instead of these links
         noindex = policy.honor_noindex and "noindex" in directives
+        listed = page_links(html_links, header.follow, rules, base, entry.depth)
         batches = self._group(entry.crawl_id, rules, links, base, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)
         if feeds:
@@ -300,6 +304,9 @@ class Stages:
             canonical=canonical,
             noindex=noindex,
             redirects=result.redirects,
+            links=listed.links,
+            links_total=listed.total,
+            links_truncated=listed.truncated,
             # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
             body=result.text if policy.wants_bodies() and not noindex else None,
         )

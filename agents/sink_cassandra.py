@@ -12,6 +12,9 @@ mutation), a crawl's origins not yet written by this sink in another. All run at
 timeouts and unavailability; if Cassandra still refuses, ``write`` raises ``SinkBackpressure``
 and the caller must keep (not acknowledge) the input and try again: nothing is dropped.
 
+A page's ``links`` go in its own row as one JSON text cell (the wire's encoding of
+``Page.links``), bounded by the crawl's ``max_page_links``: never a row per link.
+
 Nullable columns of ``url_status`` are stored as ``''`` / ``0`` instead of null: a null is a
 tombstone, and reading a 100 k-row partition full of them hits Cassandra's
 ``tombstone_failure_threshold``.
@@ -25,6 +28,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
+import msgspec
 from cassandra import OperationTimedOut
 from cassandra import RequestExecutionException as _RequestFailed
 from cassandra.cluster import Cluster, NoHostAvailable
@@ -42,7 +46,7 @@ from streamcrawl.agents.sink import (
 from streamcrawl.agents.sink_cassandra_driver import Call, Result, connect, execute_many
 from streamcrawl.agents.sink_config import CassandraConfig
 from streamcrawl.schemas.codec import BadMessage, decode, encode
-from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
+from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,10 @@ KNOWN_ORIGINS = 100_000  # (crawl, origin) pairs remembered as written to crawl_
 # Page fields, in Struct order, are the columns of ``pages`` (plus the key's url_hash).
 _PAGE_FIELDS = tuple(f for f in Page.__struct_fields__ if f != "v")
 _PAGE_COLUMNS = ", ".join(_PAGE_FIELDS)
+_LINKS = _PAGE_FIELDS.index("links")
 _BUCKETS = list(range(ORIGIN_BUCKETS))
+_encode_links = msgspec.json.Encoder().encode
+_decode_links = msgspec.json.Decoder(tuple[Outlink, ...]).decode
 _STATEMENTS = {
     "page": f"INSERT INTO {{ks}}.pages (url_hash, {_PAGE_COLUMNS}) "
     f"VALUES (?, {', '.join('?' * len(_PAGE_FIELDS))}) USING TIMESTAMP ?",
@@ -112,6 +119,9 @@ class CassandraSink:
         keyspace = self._config.keyspace
         meta = cluster.metadata.keyspaces.get(keyspace)
         missing = [t for t in TABLES if meta is None or t not in meta.tables]
+        if not missing and meta is not None:  # a keyspace of an earlier schema version
+            columns = meta.tables["pages"].columns
+            missing = [f"pages.{c}" for c in _PAGE_FIELDS if c not in columns]
         if missing:
             await self.stop()
             raise CrawlError(
@@ -156,7 +166,9 @@ class CassandraSink:
             del self._known_origins[next(iter(self._known_origins))]
 
     def _page_row(self, p: Page) -> tuple[Any, ...]:
-        return (url_hash(p.url), *(getattr(p, f) for f in _PAGE_FIELDS), micros(p.fetched_at))
+        row = [getattr(p, f) for f in _PAGE_FIELDS]
+        row[_LINKS] = _encode_links(p.links).decode("utf-8")
+        return (url_hash(p.url), *row, micros(p.fetched_at))
 
     def _status_batches(self, statuses: Sequence[UrlStatus]) -> list[Call]:
         """url_status rows grouped by partition: one call per (crawl, origin, bucket)."""
@@ -261,7 +273,12 @@ class CassandraSink:
         if not rows:
             return None
         row = rows[0]._asdict()
-        row.update(headers=dict(row["headers"] or {}), redirects=tuple(row["redirects"] or ()))
+        row.update(
+            headers=dict(row["headers"] or {}),
+            redirects=tuple(row["redirects"] or ()),
+            links=_decode_links(row["links"]) if row["links"] else (),
+            links_truncated=bool(row["links_truncated"]),
+        )
         return Page(**row)
 
     async def get_status(self, crawl_id: str, origin: str, url: str) -> UrlStatus | None:

@@ -17,7 +17,10 @@ from msgspec import Meta
 # records, validated against the v2 bounds (``schemas.codec.KNOWN_VERSIONS``). Also v2 (issue
 # 15): the discovery fields of CrawlPolicy, ``kind``/``lastmod`` of UrlRef, ``lastmod`` of
 # Outcome and UrlStatus, the ``sitemap``/``feed`` terminal states.
-SCHEMA_VERSION = 2
+# v3 (issue 12): a page's outlinks (``Page.links``, ``links_total``, ``links_truncated``) and
+# ``CrawlPolicy.max_page_links``; v1 and v2 records are still accepted (no links: ``links`` is
+# empty and ``links_total`` null). ``Page.outlinks`` keeps its v1 meaning.
+SCHEMA_VERSION = 3
 
 
 class TerminalState(enum.StrEnum):
@@ -61,6 +64,14 @@ MAX_PATTERN_CHARS = 2_048
 MAX_URL_CHARS = 65_536
 MAX_BATCH_URLS = 10_000
 MAX_PAGES = 10**12
+# Page.links: at most MAX_PAGE_LINKS entries (the crawl's max_page_links, default
+# DEFAULT_PAGE_LINKS), anchor texts of at most MAX_ANCHOR_CHARS, at most MAX_REL_TOKENS rel
+# tokens of at most MAX_REL_CHARS each (docs/architecture.md, "Outlinks").
+MAX_PAGE_LINKS = 100_000
+DEFAULT_PAGE_LINKS = 1_000
+MAX_ANCHOR_CHARS = 256
+MAX_REL_TOKENS = 8
+MAX_REL_CHARS = 32
 DAY = 86_400.0
 
 CrawlId = Annotated[
@@ -124,6 +135,9 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     timeout: Timeout = 30.0
     connect_timeout: Timeout = 10.0
     retries: Annotated[int, Meta(ge=0, le=100)] = 2
+    # Page records list the first max_page_links distinct links of a page (v3; 0: none, the
+    # total is still counted).
+    max_page_links: Annotated[int, Meta(ge=0, le=MAX_PAGE_LINKS)] = DEFAULT_PAGE_LINKS
     max_redirects: Annotated[int, Meta(ge=0, le=100)] = 5
     content_types: Annotated[tuple[Name, ...], Meta(max_length=MAX_PATTERNS)] = (
         DEFAULT_CONTENT_TYPES
@@ -215,8 +229,40 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     lastmod: str | None = None  # the entry's, so that a replayed outcome repeats its status
 
 
+# Where a link was found: <a>, <area>, <link rel=next/prev/alternate>, <iframe>, <frame>,
+# <meta http-equiv=refresh>, or the response's ``Link:`` header.
+LinkTag = Literal["a", "area", "link", "iframe", "frame", "refresh", "header"]
+RelToken = Annotated[str, Meta(min_length=1, max_length=MAX_REL_CHARS)]
+
+
+class Outlink(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One distinct link of a page (schema v3; ``agents/outlinks.py``).
+
+    ``url`` canonical, as the frontier keys it; ``text`` the anchor text, whitespace collapsed
+    (empty: none); ``rel`` its rel tokens, lowercase, in order (those every occurrence of the
+    URL on the page has); ``in_scope`` whether the crawl's scope admits it one level below the
+    page, else ``scope_rule`` names the rule (``host``, ``depth``, ``exclude``, ``include``,
+    ``trap:*``). Fields at their default are left out of the JSON.
+    """
+
+    url: Url
+    text: Annotated[str, Meta(max_length=MAX_ANCHOR_CHARS)] = ""
+    rel: Annotated[tuple[RelToken, ...], Meta(max_length=MAX_REL_TOKENS)] = ()
+    tag: LinkTag = "a"
+    in_scope: bool = True
+    scope_rule: Name | None = None
+
+
 class Page(msgspec.Struct, frozen=True, kw_only=True):
-    """A fetched page, published on the ``pages`` topic and written by the sinks."""
+    """A fetched page, published on the ``pages`` topic and written by the sinks.
+
+    ``outlinks`` (since v1) counts the distinct URLs the page handed to the frontier: its
+    links minus nofollow ones (when honoured), minus itself, none past ``max_depth``.
+    ``links`` (v3) lists what the page links to, for consumers: its first ``max_page_links``
+    distinct canonical links in document order, nofollow and out-of-scope ones included;
+    ``links_total`` counts them all (``None``: a v1/v2 record, not counted) and
+    ``links_truncated`` says whether some were left out (or cut to fit the topic's message).
+    """
 
     v: int = SCHEMA_VERSION
     crawl_id: str
@@ -237,6 +283,9 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     canonical: str | None = None
     noindex: bool = False
     redirects: tuple[str, ...] = ()
+    links: Annotated[tuple[Outlink, ...], Meta(max_length=MAX_PAGE_LINKS)] = ()
+    links_total: Annotated[int, Meta(ge=0)] | None = None
+    links_truncated: bool = False
     body: str | None = None
 
 

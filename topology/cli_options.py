@@ -98,6 +98,7 @@ _NUMBERS: tuple[tuple[str, Callable[[str], object], str, str], ...] = (
     ("max_body", int, "a whole number", "stop reading a body past BYTES (default 10 MiB)"),
     ("timeout", float, "seconds", "total seconds per request (default %(default)s)"),
     ("retries", int, "a whole number", "extra attempts after a retryable error (default 2)"),
+    ("max_page_links", int, "a whole number", "links listed per page record (default 1000)"),
 )
 
 # The switches: (flag, CrawlPolicy field, whether the flag turns the field off, help).

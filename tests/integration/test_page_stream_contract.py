@@ -25,7 +25,7 @@ from streamcrawl.agents.kafka_counts import CrawlCounts, PartitionCounts
 from streamcrawl.agents.sink_cassandra import CassandraSink
 from streamcrawl.agents.sink_cassandra_driver import create_schema
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import SCHEMA_VERSION, Page, TerminalState, UrlStatus
+from streamcrawl.schemas.records import SCHEMA_VERSION, Outlink, Page, TerminalState, UrlStatus
 from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology.settings import load_settings
 
@@ -43,11 +43,25 @@ ORIGINS = ("https://example.org", "http://b.example:8080", "https://xn--bcher-kv
 # --- the foreign consumer: only the published schema file ------------------------------------
 
 
+def validators() -> dict[int, jsonschema.Draft202012Validator]:
+    """Schema version -> validator of its pages schema file, for every version the index says
+    readers accept (a producer not yet upgraded still sends an earlier one)."""
+    index = json.loads((SCHEMAS / "index.json").read_text("utf-8"))
+    return {
+        v: jsonschema.Draft202012Validator(
+            json.loads((SCHEMAS / f"pages.v{v}.schema.json").read_text("utf-8"))
+        )
+        for v in index["accepted_versions"]
+    }
+
+
 def read_with_schema_only(
     bootstrap: str, topic: str, group: str, count: int
 ) -> list[tuple[bytes, int, dict[str, Any]]]:
-    """(key, partition, value) of the first ``count`` messages, each validated by the schema."""
-    validator = jsonschema.Draft202012Validator(json.loads(PAGES_SCHEMA.read_text("utf-8")))
+    """(key, partition, value) of the first ``count`` messages, each validated by the schema
+    file of its version ``v``."""
+    by_version = validators()
+    assert SCHEMAS / f"pages.v{max(by_version)}.schema.json" == PAGES_SCHEMA
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
     )
@@ -62,7 +76,7 @@ def read_with_schema_only(
             key, partition, data = msg.key(), msg.partition(), msg.value()
             assert key is not None and partition is not None and data is not None
             value = json.loads(data.decode("utf-8"))
-            validator.validate(value)
+            by_version[value["v"]].validate(value)
             found.append((key, partition, value))
     finally:
         consumer.close()
@@ -90,12 +104,31 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
 
 def make_page(crawl_id: str, origin: str, i: int, body: str | None = None) -> Page:
     url = f"{origin}/p/{i}"
+    links = (
+        Outlink(f"{origin}/p/{i + 1}", f"next: «{i + 1}»", ("next",)),
+        Outlink("https://elsewhere.example/", tag="iframe", in_scope=False, scope_rule="host"),
+    )[: i % 3]
     return Page(
         crawl_id=crawl_id, url=url, final_url=url, origin=origin, status=200,
         headers={"content-type": "text/html; charset=utf-8"}, content_type="text/html",
         charset="utf-8", title=f"Page {i}: été", depth=i % 3, fetched_at=1_780_000_000.0 + i,
         elapsed_ms=5.0, body_sha256=f"{i:064x}", body_bytes=100 + i, outlinks=i, body=body,
+        links=links, links_total=len(links) + i % 2, links_truncated=i % 2 == 1,
     )  # fmt: skip
+
+
+def as_version_2(page: Page) -> Page:
+    """The page as a producer of schema v2 sends it (and as it decodes): no links fields."""
+    return msgspec.structs.replace(page, v=2, links=(), links_total=None, links_truncated=False)
+
+
+def value_of(page: Page) -> bytes:
+    if page.v != 2:
+        return encode(page)
+    fields = msgspec.json.decode(encode(page))
+    for name in ("links", "links_total", "links_truncated"):  # not in the v2 schema
+        del fields[name]
+    return msgspec.json.encode(fields)
 
 
 def produce(bootstrap: str, prefix: str, pages: list[Page]) -> None:
@@ -104,7 +137,7 @@ def produce(bootstrap: str, prefix: str, pages: list[Page]) -> None:
     conf = kafka_clients.librdkafka_producer_config(settings) | {"compression.type": "zstd"}
     producer = Producer(conf)
     for page in pages:
-        producer.produce(f"{prefix}.pages", key=page.origin.encode(), value=encode(page))
+        producer.produce(f"{prefix}.pages", key=page.origin.encode(), value=value_of(page))
     assert producer.flush(30) == 0
 
 
@@ -117,6 +150,7 @@ def pages_topic(kafka_bootstrap: str, topic_prefix: str) -> list[Page]:
     admin.create_topics(settings)
     pages = [make_page("crawl-a", ORIGINS[i % 3], i) for i in range(12)]
     pages[4] = make_page("crawl-a", ORIGINS[1], 4, body="<html><p>é</p></html>")
+    pages[7] = as_version_2(pages[7])
     pages += [make_page("crawl-b", ORIGINS[0], 100 + i) for i in range(2)]
     produce(kafka_bootstrap, topic_prefix, pages)
     return pages
@@ -149,9 +183,12 @@ def test_foreign_consumer_reads_pages_with_the_schema_file_only(
         key, partition, value = by_url[page.url]
         assert key == page.origin.encode("utf-8")
         assert partition == murmur2_partition(key, PARTITIONS), "not murmur2 (docs/architecture.md)"
-        assert value["v"] == SCHEMA_VERSION and value["crawl_id"] == page.crawl_id
+        assert value["v"] == page.v and value["crawl_id"] == page.crawl_id
         assert value["title"] == page.title and value["body"] == page.body
         assert value["headers"] == page.headers and value["fetched_at"] == page.fetched_at
+        assert value.get("links", []) == json.loads(msgspec.json.encode(page.links))
+        assert value.get("links_total") == page.links_total
+    assert {value["v"] for _, _, value in found} == {2, SCHEMA_VERSION}
 
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -168,6 +205,13 @@ def test_pages_command(pages_topic: list[Page], kafka_bootstrap: str, topic_pref
     assert everything.returncode == 0, everything.stderr
     lines = [json.loads(line) for line in everything.stdout.splitlines()]
     assert sorted(p["url"] for p in lines) == sorted(p.url for p in pages_topic)
+    by_url = {p["url"]: p for p in lines}
+    for page in pages_topic:  # a v2 record is printed as it decodes: no links, not counted
+        printed = by_url[page.url]
+        assert printed["v"] == page.v and printed["links"] == json.loads(
+            msgspec.json.encode(page.links)
+        )
+        assert printed["links_total"] == page.links_total
     with_body = [p for p in lines if "body" in p]
     assert [p["url"] for p in with_body] == [pages_topic[4].url]
     assert with_body[0]["body"] == "<html><p>é</p></html>"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 import pytest
@@ -15,11 +16,12 @@ from cassandra import OperationTimedOut
 from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl.agents.errors import CrawlError, SinkBackpressure
-from streamcrawl.agents.sink import Sink
+from streamcrawl.agents.sink import Sink, url_hash
 from streamcrawl.agents.sink_cassandra import CassandraSink
-from streamcrawl.agents.sink_cassandra_driver import create_schema
+from streamcrawl.agents.sink_cassandra_driver import connect, create_schema, schema_statements
+from streamcrawl.agents.sink_config import CassandraConfig
 from streamcrawl.agents.sink_memory import MemorySink
-from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
+from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
 from streamcrawl.topology.settings import load_settings
 
 T0 = 1_780_000_000.123456
@@ -72,8 +74,18 @@ def crawl_id() -> str:
     return "c-" + uuid.uuid4().hex[:10]
 
 
+LINKS = (
+    Outlink("https://example.org/b", 'Bée, "quoted" \\ back', ("nofollow", "ugc")),
+    Outlink("https://x.example/", tag="iframe", in_scope=False, scope_rule="host"),
+)
+
+
 async def test_round_trip(sink: Sink, crawl_id: str) -> None:
-    p = page(crawl_id, "https://example.org/a", redirects=("https://example.org/r",), body="<p>")
+    p = page(
+        crawl_id, "https://example.org/a", redirects=("https://example.org/r",), body="<p>",
+        links=LINKS, links_total=3, links_truncated=True,
+    )  # fmt: skip
+    # no links and links_total None, as a v1/v2 record decodes
     bare = page(crawl_id, "https://example.org/b", headers={}, title=None, content_type=None)
     s = status(crawl_id, p.url, TerminalState.FETCHED, status=200, final_url=p.url)
     failed = status(crawl_id, bare.url, TerminalState.FAILED, attempts=3, last_error="timeout")
@@ -256,3 +268,81 @@ async def test_unreachable_cassandra_is_one_clear_error() -> None:
     settings = load_settings(cassandra_hosts="127.0.0.1:1")
     with pytest.raises(CrawlError, match=r"cannot reach Cassandra at 127\.0\.0\.1:1.*HOSTS"):
         await CassandraSink(settings.cassandra_config()).start()
+
+
+def run_cql(config: CassandraConfig, *statements: tuple[str, tuple[Any, ...]]) -> list[Any]:
+    """Run the (CQL, parameters) statements in order; the rows of the last one."""
+    cluster, session = connect(config)
+    try:
+        return [list(session.execute(cql, params)) for cql, params in statements][-1]
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture
+def config(cassandra_hosts: str, cassandra_keyspace: str) -> CassandraConfig:
+    return load_settings(
+        cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace
+    ).cassandra_config()
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+async def test_a_pages_links_are_one_cell_of_its_row(
+    config: CassandraConfig, crawl_id: str
+) -> None:
+    """10,000 links: one row, one ``links`` cell (never a row per link), read back whole."""
+    create_schema(config)
+    links = tuple(Outlink(f"https://example.org/l/{i}", f"link {i}") for i in range(10_000))
+    p = page(crawl_id, "https://example.org/big", links=links, links_total=10_000)
+    sink = CassandraSink(config)
+    await sink.start()
+    try:
+        await sink.write([p], [])
+        assert await sink.get_page(crawl_id, p.url) == p
+    finally:
+        await sink.stop()
+    rows = run_cql(config, (f"SELECT links, links_total FROM {config.keyspace}.pages", ()))
+    assert len(rows) == 1 and rows[0].links_total == 10_000
+    assert msgspec.json.decode(rows[0].links)[9_999] == {
+        "url": "https://example.org/l/9999",
+        "text": "link 9999",
+    }
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+async def test_a_keyspace_of_schema_2_is_refused_until_create_schema_adds_the_links(
+    config: CassandraConfig, crawl_id: str
+) -> None:
+    # the tables as schema version 2 made them, and a page row written then
+    old_tables = [
+        (s.replace("links text,", "").replace("links_total int,", "").replace(
+            "links_truncated boolean,", ""), ())
+        for s in schema_statements(config)
+        if not s.startswith("ALTER")
+    ]  # fmt: skip
+    url = "https://example.org/old"
+    run_cql(
+        config,
+        *old_tables,
+        (
+            f"INSERT INTO {config.keyspace}.pages (crawl_id, url_hash, url, final_url, origin, "
+            "status, headers, depth, fetched_at, elapsed_ms, body_sha256, body_bytes, outlinks, "
+            "noindex, redirects) VALUES (%s, %s, %s, %s, 'https://example.org', 200, {}, 0, 1.0, "
+            "1.0, 'ab', 3, 2, false, [])",
+            (crawl_id, url_hash(url), url, url),
+        ),
+    )
+    with pytest.raises(CrawlError, match=r"lacks tables pages\.links.*admin create-schema"):
+        await CassandraSink(config).start()
+    create_schema(config)
+    create_schema(config)  # idempotent
+    sink = CassandraSink(config)
+    await sink.start()
+    try:
+        old = await sink.get_page(crawl_id, url)
+        assert old is not None and old.outlinks == 2
+        assert (old.links, old.links_total, old.links_truncated) == ((), None, False)
+    finally:
+        await sink.stop()

@@ -184,6 +184,7 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
         (5.0, 5.0),
     ),
     "--retries": (["--retries", "0"], policy("retries"), 0),
+    "--max-page-links": (["--max-page-links", "5"], policy("max_page_links"), 5),
     "--keep-query-order": (["--keep-query-order"], policy("sort_query"), False),
     "--fold-trailing-slash": (["--fold-trailing-slash"], policy("fold_trailing_slash"), True),
     "--store-bodies": (["--store-bodies"], policy("store_bodies"), True),

@@ -4,11 +4,19 @@ made a 2.7 MB outcome the broker refused, and the URL was refetched every second
 from __future__ import annotations
 
 import msgspec
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from streamcrawl.agents.kafka_messages import MESSAGE_BYTES, report_messages
+from streamcrawl.agents.kafka_messages import MESSAGE_BYTES, RECORD_OVERHEAD, report_messages
 from streamcrawl.agents.pipeline import Report
 from streamcrawl.schemas.codec import decode
-from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, UrlRef
+from streamcrawl.schemas.records import (
+    MAX_PAGE_LINKS,
+    FrontierBatch,
+    Outcome,
+    Outlink,
+    Page,
+    UrlRef,
+)
 
 OWN, OTHER = "http://a.test", "http://b.test"
 PARENT = OWN + "/links"
@@ -28,7 +36,7 @@ def outcome(**kw: object) -> Outcome:
     return Outcome(**{**base, **kw})  # type: ignore[arg-type]
 
 
-def page(body: str | None = None) -> Page:
+def page(body: str | None = None, links: tuple[Outlink, ...] = ()) -> Page:
     return Page(
         crawl_id="c",
         url=PARENT,
@@ -45,6 +53,8 @@ def page(body: str | None = None) -> Page:
         body_sha256="0" * 64,
         body_bytes=0,
         outlinks=0,
+        links=links,
+        links_total=len(links),
         body=body,
     )
 
@@ -113,3 +123,54 @@ def test_a_plain_robots_body_of_500_kib_is_kept_whole() -> None:
     msgs = report_messages(report, page_bytes=1 << 20)
     assert not msgs.trimmed
     assert msgspec.json.decode(msgs.outcome)["robots_body"] == body
+
+
+def outlinks(n: int) -> tuple[Outlink, ...]:
+    return tuple(Outlink(f"{OWN}/page/{i:06d}", f"anchor text {i}", ("ugc",)) for i in range(n))
+
+
+def test_a_page_over_the_pages_limit_loses_its_body_then_links_from_the_end() -> None:
+    links = outlinks(20_000)  # ~1.3 MB of links
+    report = Report(outcome(), page(body="x" * 200_000, links=links))
+    for limit in (1 << 20, 300_000, 70_000):
+        msgs = report_messages(report, page_bytes=limit)
+        sent = decode("pages", msgs.pages[0])
+        assert msgs.trimmed and len(msgs.pages[0]) <= limit and sent.body is None
+        assert 0 < len(sent.links) < len(links) and sent.links == links[: len(sent.links)]
+        assert sent.links_truncated and sent.links_total == len(links)
+        assert sent.headers  # links go before the headers
+        assert len(msgs.pages[0]) > limit - RECORD_OVERHEAD - 200  # as many as fit, not fewer
+    msgs = report_messages(report, page_bytes=20_000)  # the headers alone are over
+    sent = decode("pages", msgs.pages[0])
+    assert len(msgs.pages[0]) <= 20_000 and sent.headers == {} and sent.links_truncated
+    assert sent.links == links[: len(sent.links)]
+
+
+def test_a_page_whose_links_fit_keeps_them_all_and_untruncated() -> None:
+    links = outlinks(1_000)
+    report = Report(outcome(), page(body="x" * 200_000, links=links))
+    sent = decode("pages", report_messages(report, page_bytes=150_000).pages[0])
+    assert sent.body is None and sent.links == links and not sent.links_truncated
+
+
+def test_the_most_links_a_record_may_list_fit_the_default_pages_topic() -> None:
+    """The record's bound with 100-byte URLs and long anchor texts: 16 MiB (Settings'
+    max_message_bytes) holds MAX_PAGE_LINKS links when the URLs are short, and the cut keeps
+    any record under it when they are not."""
+    long = tuple(
+        Outlink(f"{OWN}/{'p' * 2000}/{i}", "é" * 256, ("nofollow", "ugc")) for i in range(10_000)
+    )
+    msgs = report_messages(Report(outcome(), page(links=long)), page_bytes=16 * 1024 * 1024)
+    assert len(msgs.pages[0]) <= 16 * 1024 * 1024 and msgs.trimmed
+    short = outlinks(MAX_PAGE_LINKS)
+    msgs = report_messages(Report(outcome(), page(links=short)), page_bytes=16 * 1024 * 1024)
+    assert not msgs.trimmed and decode("pages", msgs.pages[0]).links == short
+
+
+def test_a_cut_page_passes_the_producers_own_size_check_with_the_longest_key() -> None:
+    """aiokafka refuses a record whose estimate (key, value, framing) is over
+    ``max_request_size``: a value of exactly the limit was refused (1,048,580 > 1,048,576)."""
+    key = ("http://" + "h" * 1_000 + ":65535")[:1_024].encode()
+    for p in (page(body="x" * 3_000_000), page(links=outlinks(100_000))):
+        (value,) = report_messages(Report(outcome(), p), page_bytes=1 << 20).pages
+        assert DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, []) <= 1 << 20

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamcrawl.agents.parse import MAX_TITLE_CHARS, Link, ParsedPage, parse_html
+from streamcrawl.schemas.records import MAX_ANCHOR_CHARS
 
 URL = "https://example.com/dir/page.html"
 
@@ -36,7 +37,11 @@ def test_full_page() -> None:
     assert page == ParsedPage(
         title="Hello World",
         base="https://example.com/base/",
-        links=[Link("/a", False), Link("b", True), Link("/area", False)],
+        links=[
+            Link("/a", False, "a"),
+            Link("b", True, "b", ("nofollow",)),
+            Link("/area", False, tag="area"),
+        ],
         canonical="https://example.com/c",
         meta_robots=frozenset({"noindex"}),
         meta_refresh=None,
@@ -80,7 +85,9 @@ def test_which_links(html: str, expected: list[str] | None) -> None:
     ],
 )
 def test_nofollow(html: str, nofollow: bool) -> None:
-    assert parse_html(html, URL).links == [Link("/x", nofollow)]
+    assert [(link.href, link.nofollow) for link in parse_html(html, URL).links] == [
+        ("/x", nofollow)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -245,3 +252,73 @@ def test_feeds_are_collected_apart_from_links() -> None:
     )
     assert page.feeds == ("/rss.xml", "/atom")
     assert [link.href for link in page.links] == ["/a"]
+
+
+# --- what Page.links shows consumers: anchor text, rel tokens, tag ------------------------
+
+
+@pytest.mark.parametrize(
+    ("html", "text"),
+    [
+        ("<a href=/x>  Hello \n\t <b>big</b>&nbsp;world </a>", "Hello big world"),
+        ("<a href=/x><img src=/i.png alt=logo></a>", ""),  # the text content, not alt
+        ("<a href=/x>caf&eacute; &amp; cr&egrave;me</a>", "café & crème"),
+        ("<a href=/x>" + "w " * 1000 + "</a>", ("w " * 128).strip()),
+        ("<a href=/x>" + " " * 10_000 + "late</a>", ""),  # read up to 16 x MAX_ANCHOR_CHARS
+        ("<map><area href=/x alt='  Map\n area '></map>", "Map area"),
+        ("<a href=/x></a><a href=/x>second</a>", "second"),  # the first non-empty occurrence
+        ("<a href=/x>first</a><a href=/x>second</a>", "first"),
+        ("<iframe src=/x>not text</iframe>", ""),
+    ],
+)
+def test_anchor_text(html: str, text: str) -> None:
+    (link,) = parse_html(html, URL).links
+    assert link.text == text and len(link.text) <= MAX_ANCHOR_CHARS
+
+
+@pytest.mark.parametrize(
+    ("html", "rel"),
+    [
+        ("<a href=/x rel='NoFollow UGC sponsored'>", ("nofollow", "ugc", "sponsored")),
+        ("<a href=/x rel='ugc ugc  noopener'>", ("ugc", "noopener")),
+        ("<a href=/x>", ()),
+        ("<a href=/x rel=''>", ()),
+        ("<a href=/x rel='a b c d e f g h i j'>", tuple("abcdefgh")),  # MAX_REL_TOKENS
+        ("<a href=/x rel='" + "y" * 33 + " ok'>", ("ok",)),  # tokens over MAX_REL_CHARS dropped
+        # merged over occurrences: the tokens every one has
+        ("<a href=/x rel='nofollow ugc'><a href=/x rel='ugc'>", ("ugc",)),
+        ("<a href=/x rel=nofollow><a href=/x>", ()),
+        ("<link rel=next href=/x>", ("next",)),
+    ],
+)
+def test_rel_tokens(html: str, rel: tuple[str, ...]) -> None:
+    (link,) = parse_html(html, URL).links
+    assert link.rel == rel
+
+
+def test_nofollow_counts_even_past_the_rel_token_bound() -> None:
+    (link,) = parse_html("<a href=/x rel='a b c d e f g h nofollow'>", URL).links
+    assert link.nofollow and "nofollow" not in link.rel
+
+
+def test_each_link_names_its_tag() -> None:
+    page = parse_html(
+        """<meta http-equiv=refresh content='0; url=/r'><link rel=prev href=/l>
+        <a href=/a>a</a><map><area href=/ar></map><iframe src=/i></iframe>
+        <a href=/l>again</a>""",
+        URL,
+    )
+    assert [(link.href, link.tag) for link in page.links] == [
+        ("/r", "refresh"), ("/l", "link"), ("/a", "a"), ("/ar", "area"), ("/i", "iframe"),
+    ]  # fmt: skip
+    frames = parse_html("<frameset><frame src=/f></frameset>", URL).links
+    assert [(link.href, link.tag) for link in frames] == [("/f", "frame")]
+    assert page.links[1].text == "again"  # a later <a> gives the <link> its text
+
+
+def test_100k_links_with_text_parse_in_bounded_time() -> None:
+    html = "".join(f"<a href=/{i} rel=ugc>link {i}</a>" for i in range(100_000))
+    t0 = time.process_time()
+    links = parse_html(html, URL).links
+    assert len(links) == 100_000 and links[-1] == Link("/99999", False, "link 99999", ("ugc",))
+    assert time.process_time() - t0 < 5.0

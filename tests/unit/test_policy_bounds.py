@@ -23,6 +23,7 @@ from streamcrawl.schemas.records import (
     MAX_PATTERNS,
     MAX_SEEDS,
     MAX_URL_CHARS,
+    SCHEMA_VERSION,
     CrawlPolicy,
     FrontierBatch,
     Outcome,
@@ -67,6 +68,8 @@ HOSTILE_SPECS: list[tuple[str, dict[str, Any]]] = [
     ("max_body", {"max_body": 1 << 40}),
     ("retries", {"retries": -1}),
     ("retries", {"retries": 10**6}),
+    ("max_page_links", {"max_page_links": -1}),
+    ("max_page_links", {"max_page_links": 10**6}),
     ("max_redirects", {"max_redirects": 1000}),
     ("max_url_length", {"max_url_length": 10**9}),
     ("max_path_depth", {"max_path_depth": 0}),
@@ -76,7 +79,7 @@ HOSTILE_SPECS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def spec(version: int = 2, **fields: Any) -> dict[str, Any]:
+def spec(version: int = SCHEMA_VERSION, **fields: Any) -> dict[str, Any]:
     return {"v": version, "crawl_id": "c1", "seeds": [URL]} | fields
 
 
@@ -191,6 +194,7 @@ FLAG_FIELDS = {
     "--max-body": "max_body",
     "--timeout": "timeout",
     "--retries": "retries",
+    "--max-page-links": "max_page_links",
 }
 
 

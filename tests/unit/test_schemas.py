@@ -11,12 +11,18 @@ import msgspec
 import pytest
 
 from streamcrawl.schemas import generate
-from streamcrawl.schemas.codec import BadMessage, decode, encode
+from streamcrawl.schemas.codec import KNOWN_VERSIONS, BadMessage, decode, encode
 from streamcrawl.schemas.records import (
+    MAX_ANCHOR_CHARS,
+    MAX_PAGE_LINKS,
+    MAX_REL_CHARS,
+    MAX_REL_TOKENS,
+    SCHEMA_VERSION,
     WIRE_RECORDS,
     CrawlPolicy,
     FrontierBatch,
     Outcome,
+    Outlink,
     Page,
     TerminalState,
     UrlRef,
@@ -58,7 +64,19 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
             content_type="text/html", charset="utf-8", title="Été", depth=1,
             fetched_at=1_780_000_000.25, elapsed_ms=10.0, body_sha256="0" * 64, body_bytes=5,
             outlinks=0, redirects=("https://example.org/e",), body="<p>é</p>",
-        )
+        ),
+        Page(
+            crawl_id="c1", url="https://example.org/", final_url="https://example.org/",
+            origin="https://example.org", status=200, headers={}, content_type="text/html",
+            charset="utf-8", title=None, depth=0, fetched_at=1.0, elapsed_ms=1.0,
+            body_sha256="0" * 64, body_bytes=5, outlinks=1,
+            links=(
+                Outlink("https://example.org/a", "Été à la plage", ("nofollow", "ugc")),
+                Outlink("https://other.example/", tag="iframe", in_scope=False,
+                        scope_rule="host"),
+            ),
+            links_total=3, links_truncated=True,
+        ),
     ],
     "status": [
         UrlStatus(
@@ -71,10 +89,19 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
 }  # fmt: skip
 
 
-def load_schema(topic: str) -> dict[str, Any]:
-    path = generate.JSON_DIR / generate.schema_file(topic)
+FROZEN = sorted(KNOWN_VERSIONS - {SCHEMA_VERSION})  # earlier versions, still accepted
+
+
+def load_schema(topic: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    path = generate.JSON_DIR / f"{topic}.v{version}.schema.json"
     schema: dict[str, Any] = json.loads(path.read_text("utf-8"))
     return schema
+
+
+def as_published(value: dict[str, Any], version: int) -> dict[str, Any]:
+    """``value`` as a producer of ``version`` sends it: only that version's fields."""
+    fields = load_schema("pages", version)["$defs"]["Page"]["properties"]
+    return {k: v for k, v in value.items() if k in fields} | {"v": version}
 
 
 def test_every_wire_record_has_samples() -> None:
@@ -87,7 +114,7 @@ def test_committed_files_are_up_to_date() -> None:
     on_disk = {
         p.name: p.read_text("utf-8")
         for p in generate.JSON_DIR.glob("*.json")
-        if not p.name.endswith(".v1.schema.json")  # the previous version, frozen
+        if not p.name.endswith(tuple(f".v{v}.schema.json" for v in FROZEN))  # frozen
     }
     assert on_disk == generate.build(), (
         "run `python -m streamcrawl.schemas.generate` and commit schemas/json"
@@ -98,21 +125,83 @@ def test_committed_files_are_up_to_date() -> None:
 def test_check_mode_reports_a_stale_file(tmp_path: Path) -> None:
     generate.write(tmp_path)
     assert generate.stale(tmp_path) == []
-    (tmp_path / "pages.v2.schema.json").write_text("{}", "utf-8")
+    current = generate.schema_file("pages")
+    (tmp_path / current).write_text("{}", "utf-8")
     (tmp_path / "old.v0.schema.json").write_text("{}", "utf-8")
-    (tmp_path / "pages.v1.schema.json").write_text("{}", "utf-8")  # accepted version: kept
-    assert generate.stale(tmp_path) == ["old.v0.schema.json", "pages.v2.schema.json"]
-    assert sorted(generate.write(tmp_path)) == ["old.v0.schema.json", "pages.v2.schema.json"]
+    for v in FROZEN:  # accepted versions: kept as they are
+        (tmp_path / f"pages.v{v}.schema.json").write_text("{}", "utf-8")
+    assert generate.stale(tmp_path) == sorted(["old.v0.schema.json", current])
+    assert sorted(generate.write(tmp_path)) == sorted(["old.v0.schema.json", current])
     assert generate.stale(tmp_path) == []
-    assert (tmp_path / "pages.v1.schema.json").read_text("utf-8") == "{}"
+    for v in FROZEN:
+        assert (tmp_path / f"pages.v{v}.schema.json").read_text("utf-8") == "{}"
 
 
+@pytest.mark.parametrize("version", FROZEN)
 @pytest.mark.parametrize("topic", sorted(WIRE_RECORDS))
-def test_the_previous_version_stays_published_and_its_records_still_decode(topic: str) -> None:
-    v1 = json.loads((generate.JSON_DIR / f"{topic}.v1.schema.json").read_text("utf-8"))
-    value = json.loads(encode(SAMPLES[topic][0])) | {"v": 1}
-    jsonschema.validate(value, v1, jsonschema.Draft202012Validator)
-    assert decode(topic, json.dumps(value)) == msgspec.structs.replace(SAMPLES[topic][0], v=1)
+def test_earlier_versions_stay_published_and_their_records_still_decode(
+    topic: str, version: int
+) -> None:
+    old = load_schema(topic, version)
+    value = json.loads(encode(SAMPLES[topic][0])) | {"v": version}
+    jsonschema.validate(value, old, jsonschema.Draft202012Validator)
+    assert decode(topic, json.dumps(value)) == msgspec.structs.replace(SAMPLES[topic][0], v=version)
+
+
+def test_versions_1_2_and_3_are_accepted() -> None:
+    assert sorted(KNOWN_VERSIONS) == [1, 2, 3] and SCHEMA_VERSION == 3
+
+
+@pytest.mark.parametrize("version", FROZEN)
+def test_an_old_page_without_links_decodes_with_links_not_counted(version: int) -> None:
+    """A v1/v2 producer sends no links: they decode as none listed, ``links_total`` null (not
+    counted), and ``outlinks`` keeps its meaning."""
+    value = as_published(json.loads(encode(SAMPLES["pages"][1])), version)
+    assert "links" not in value and "links_total" not in value and value["outlinks"] == 1
+    jsonschema.validate(value, load_schema("pages", version), jsonschema.Draft202012Validator)
+    page = decode("pages", json.dumps(value))
+    assert (page.v, page.links, page.links_total, page.links_truncated) == (
+        version,
+        (),
+        None,
+        False,
+    )
+    assert page.outlinks == 1
+
+
+def test_a_v3_page_carries_its_links_and_leaves_defaults_out() -> None:
+    value = json.loads(encode(SAMPLES["pages"][1]))
+    assert value["v"] == 3 and value["links_total"] == 3 and value["links_truncated"] is True
+    assert value["links"] == [
+        {"url": "https://example.org/a", "text": "Été à la plage", "rel": ["nofollow", "ugc"]},
+        {"url": "https://other.example/", "tag": "iframe", "in_scope": False, "scope_rule": "host"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        {"url": ""},
+        {"url": "https://e.org/", "text": "x" * (MAX_ANCHOR_CHARS + 1)},
+        {"url": "https://e.org/", "rel": ["r"] * (MAX_REL_TOKENS + 1)},
+        {"url": "https://e.org/", "rel": ["r" * (MAX_REL_CHARS + 1)]},
+        {"url": "https://e.org/", "rel": [""]},
+        {"url": "https://e.org/", "tag": "img"},
+    ],
+)
+def test_a_link_outside_its_bounds_is_refused_by_decoder_and_schema(link: dict[str, Any]) -> None:
+    value = json.loads(encode(SAMPLES["pages"][1])) | {"links": [link]}
+    with pytest.raises(BadMessage, match=r"field links\[0\]"):
+        decode("pages", json.dumps(value))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(value, load_schema("pages"), jsonschema.Draft202012Validator)
+
+
+def test_more_links_than_the_bound_are_refused() -> None:
+    value = json.loads(encode(SAMPLES["pages"][1]))
+    value["links"] = [{"url": f"https://e.org/{i}"} for i in range(MAX_PAGE_LINKS + 1)]
+    with pytest.raises(BadMessage, match="field links"):
+        decode("pages", json.dumps(value))
 
 
 def test_index_names_every_topic_and_its_schema_file() -> None:
