@@ -29,6 +29,7 @@ FLAGS = [
     (["--max-body", "1000"], "max_body", 1000),
     (["--timeout", "4"], "timeout", 4.0),
     (["--retries", "0"], "retries", 0),
+    (["--max-page-links", "10"], "max_page_links", 10),
     (["--allow-host", "Other.example"], "allow_hosts", ("other.example",)),
     (["--allow-domain", "Example.net"], "allow_domains", ("example.net",)),
     (["--include", "/docs/"], "include", ("/docs/",)),
@@ -57,3 +58,17 @@ def test_each_flag_reaches_its_field(flag: list[str], field: str, value: object)
     }
     # --timeout also lowers connect_timeout (never above the total).
     assert changed - {"connect_timeout"} == {field}
+
+
+# Fields no flag sets: the record's identity, derived values (connect_timeout) and tuning
+# left at the record's defaults. A new field needs a flag tested above, or a place here.
+NO_FLAG = {
+    "v", "crawl_id", "seeds", "connect_timeout", "max_url_length", "max_path_depth",
+    "max_segment_repeats", "strip_params", "max_backoff", "robots_ttl", "robots_error_ttl",
+    "honor_noindex", "honor_x_robots_tag", "max_redirects", "content_types", "state",
+}  # fmt: skip
+
+
+def test_every_flag_is_tested_here() -> None:
+    fields = {f.name for f in msgspec.structs.fields(CrawlPolicy)}
+    assert fields - NO_FLAG == {field for _, field, _ in FLAGS}
