@@ -162,9 +162,15 @@ class RunQueueMeter:
 
 
 def politeness_rows(
-    workdir: Path, size: str, workers: int, runs: int, timeout: float = 1800.0
+    workdir: Path,
+    size: str,
+    workers: int,
+    runs: int,
+    timeout: float = 1800.0,
+    profile: Path | None = None,
 ) -> dict:
-    """The politeness-bound row ``runs`` times: each run's figures and their medians."""
+    """The politeness-bound row ``runs`` times: each run's figures and their medians; with
+    ``profile``, worker 1 of each run under ``py-spy record`` (``profile`` + run number)."""
     from bench import suite
 
     spec_s, _, delay_s = size.partition("@")
@@ -176,13 +182,13 @@ def politeness_rows(
     results = []
     for i in range(runs):
         meter = RunQueueMeter(workdir / f"run-{i + 1}").start()
-        row = suite.politeness(site, [name], workdir / f"run-{i + 1}", args, delay=delay)
+        kw = {"profile": profile.with_suffix(f".{i + 1}.raw.txt")} if profile else {}
+        r = suite._try(name, site, workdir / f"run-{i + 1}" / name, args, delay=delay, **kw)
         sched = meter.stop()
-        r = row[name]
         keep = ("status", "reason", "pages", "span_s", "span_pages_per_s", "cpu_s")
         out = {k: r.get(k) for k in keep}
         out.update(
-            of_ideal=(r.get("span_pages_per_s") or 0) / row["_site"]["ideal_pages_per_s"],
+            of_ideal=(r.get("span_pages_per_s") or 0) * delay / site.origins,
             ms_cpu_per_page=r.get("ms_cpu_per_page"),
             min_gap=r.get("min_gap"),
             min_gap_with_robots=r.get("min_gap_with_robots"),
@@ -206,14 +212,16 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=60.0, help="seconds measured")
     ap.add_argument("--settle", type=float, default=15.0)
     ap.add_argument("--partitions", type=int, default=12)
-    ap.add_argument("--profile", type=Path, help="py-spy record the idle worker into this file")
+    ap.add_argument("--profile", type=Path, help="py-spy record the (first) worker into this file")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/streamcrawl-idle"))
     ap.add_argument("--politeness", metavar="OxP@DELAY", help="run the politeness row instead")
     ap.add_argument("--workers", type=int, default=1, help="workers of the politeness row")
     ap.add_argument("--runs", type=int, default=1, help="runs of the politeness row")
     args = ap.parse_args()
     if args.politeness:
-        row = politeness_rows(args.workdir, args.politeness, args.workers, args.runs)
+        row = politeness_rows(
+            args.workdir, args.politeness, args.workers, args.runs, profile=args.profile
+        )
         print(json.dumps(row["median"], indent=1, default=str))
         return
     row = idle(args.workdir, args.partitions, args.idle, args.settle, args.profile)
