@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helm.test_chart import CHART, helm, template  # noqa: F401 - helm: a fixture
+from streamcrawl.topology.settings import Settings
+from tests.helm.test_chart import CHART, helm, of_kind, template  # noqa: F401 - helm: a fixture
 
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text("utf-8"))
 
@@ -186,3 +187,32 @@ def test_the_value_changes_the_manifests(
     before = render(helm, base, tmp_path, "before")
     after = render(helm, merge(base, nested(path, new)), tmp_path, "after")
     assert after != before, f"{path}: {value!r} -> {new!r} changes nothing in the manifests"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, 30.0), (7.5, 7.5), (600, 600.0)])
+def test_unready_after_reaches_the_workers_health(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    value: float | None,
+    expected: float,
+) -> None:
+    """``worker.unreadyAfterS`` is the worker's ``unready_after_s`` (default 30 s: the
+    setting's own default), as a number the settings accept."""
+    values = {} if value is None else {"worker": {"unreadyAfterS": value}}
+    docs = [d for d in yaml.safe_load_all(render(helm, values, tmp_path, "unready")) if d]
+    (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]
+    monkeypatch.setenv("STREAMCRAWL_UNREADY_AFTER_S", data["STREAMCRAWL_UNREADY_AFTER_S"])
+    assert Settings().unready_after_s == expected
+    assert Settings.model_fields["unready_after_s"].default == VALUES["worker"]["unreadyAfterS"]
+
+
+@pytest.mark.parametrize("value", [0.5, 3601, "30"])
+def test_unready_after_is_bounded_like_the_setting(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    value: object,
+) -> None:
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump({"worker": {"unreadyAfterS": value}}), "utf-8")
+    assert template(helm, "-f", str(file)).returncode != 0

@@ -117,6 +117,7 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
   "STREAMCRAWL_SINK_ENABLED" (toString $w.sinkEnabled)
   "STREAMCRAWL_FETCH_ENABLED" (toString $w.fetchEnabled)
   "STREAMCRAWL_LOG_LEVEL" $w.logLevel
+  "STREAMCRAWL_UNREADY_AFTER_S" (toString $w.unreadyAfterS)
   "STREAMCRAWL_ALLOW_NETWORKS" (join "," $w.allowNetworks)
 -}}
 {{- with $k.sasl.mechanism }}{{ $_ := set $s "STREAMCRAWL_KAFKA_SASL_MECHANISM" . }}{{ end -}}
