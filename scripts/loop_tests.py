@@ -9,14 +9,16 @@ has runs of every test. Each run is one ``pytest`` process with its own ``--base
 ``--logs`` (not pytest's shared ``/tmp/pytest-of-USER``, whose older directories any other
 pytest session on the machine deletes, with a running test's worker state in them); a failed
 run's output and directory are kept there. The summary (per test: runs, passed, failed,
-longest run of passes, whether all passed in a row) is printed and, after every run, written
-to ``--out``.
+longest run of passes, whether all passed in a row, and the fault figures the runs recorded:
+URLs lost, duplicate rows and refetches at most, smallest per-origin gap at the server; see
+``tests/integration/faults.py``) is printed and, after every run, written to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,15 +35,19 @@ GUARANTEES = (
 )
 
 
-def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, float]:
+def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, float, list[dict]]:
+    """One pytest run of ``test``: passed?, seconds, the fault figures it recorded."""
     started = time.monotonic()
     name = test.rpartition("::")[2]
     basetemp = logs / f"{name}.{index}"
+    figures = (logs / f"{name}.{index}.figures.jsonl").resolve()
+    figures.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "pytest", test, "-q", "-x", "-p", "no:cacheprovider"]
     argv += ["--basetemp", str(basetemp.resolve())]
+    env = {**os.environ, "STREAMCRAWL_FAULT_FIGURES": str(figures)}
     try:
         done = subprocess.run(
-            argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+            argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
         )
         ok, output = done.returncode == 0, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
@@ -50,7 +56,10 @@ def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, fl
         shutil.rmtree(basetemp, ignore_errors=True)
     else:
         (logs / f"{name}.{index}.log").write_text(str(output))
-    return ok, time.monotonic() - started
+    found = []
+    if figures.exists():
+        found = [json.loads(line) for line in figures.read_text().splitlines() if line]
+    return ok, time.monotonic() - started, found
 
 
 def main() -> int:
@@ -65,23 +74,27 @@ def main() -> int:
     args.logs.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[bool]] = {t: [] for t in tests}
     seconds: dict[str, float] = dict.fromkeys(tests, 0.0)
+    figures: dict[str, list[dict]] = {t: [] for t in tests}
     for index in range(args.runs):
         for test in tests:
-            ok, took = run_one(test, args.logs, index, args.timeout)
+            ok, took, found = run_one(test, args.logs, index, args.timeout)
             results[test].append(ok)
             seconds[test] += took
+            figures[test] += found
             print(
                 f"{time.strftime('%H:%M:%S')} run {index + 1} {'pass' if ok else 'FAIL'} "
                 f"{took:.0f}s {test.rpartition('::')[2]}",
                 flush=True,
             )
-            args.out.write_text(json.dumps(summary(results, seconds), indent=1))
-    report = summary(results, seconds)
+            args.out.write_text(json.dumps(summary(results, seconds, figures), indent=1))
+    report = summary(results, seconds, figures)
     print(json.dumps(report, indent=1))
     return 0 if all(r["failed"] == 0 for r in report.values()) else 1
 
 
-def summary(results: dict[str, list[bool]], seconds: dict[str, float]) -> dict[str, dict]:
+def summary(
+    results: dict[str, list[bool]], seconds: dict[str, float], figures: dict[str, list[dict]]
+) -> dict[str, dict]:
     out = {}
     for test, runs in results.items():
         streak = best = 0
@@ -95,8 +108,23 @@ def summary(results: dict[str, list[bool]], seconds: dict[str, float]) -> dict[s
             "longest_run_of_passes": best,
             "all_in_a_row": bool(runs) and all(runs),
             "seconds": round(seconds[test]),
+            **worst(figures[test]),
         }
     return out
+
+
+def worst(figures: list[dict]) -> dict[str, object]:
+    """The worst of the runs' fault figures (none if the test records none)."""
+    if not figures:
+        return {}
+    return {
+        "figures_recorded": len(figures),
+        "max_lost": max(f["lost"] for f in figures),
+        "max_duplicates": max(f["duplicates"] for f in figures),
+        "max_refetched": max(f["refetched"] for f in figures),
+        "min_gap_server": min(f["min_gap"] for f in figures),
+        "min_gap_crawler": min(f["min_gap_crawler"] for f in figures),
+    }
 
 
 if __name__ == "__main__":

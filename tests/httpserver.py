@@ -28,7 +28,7 @@ import itertools
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ import brotli
 from aiohttp import web
 
 from streamcrawl.agents.netguard import AddressGuard, parse_networks
+from tests import arrivals
 
 # The SSRF guard of sessions that fetch from these servers (they listen on 127.0.0.1).
 LOOPBACK_GUARD = AddressGuard(parse_networks(["127.0.0.0/8"]))
@@ -50,12 +51,16 @@ _SENT = web.AppKey("sent", dict[str, int])
 
 @dataclass(frozen=True)
 class Request:
-    """One logged request: arrival time (``time.time()``), method, path with query, headers."""
+    """One logged request: arrival time (the kernel's receive time of its first bytes, on the
+    clock of ``time.time()``: ``tests/arrivals.py``), method, path with query, headers, and
+    when its handler ran (``time.time()``: what the servers logged before, kept to show how
+    far it lags)."""
 
     t: float
     method: str
     path: str
     headers: dict[str, str]
+    handled: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,7 @@ class RecordingServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
+        self._listener: arrivals.StampingListener | None = None
 
     # -- addresses and log views -------------------------------------------------------------
     @property
@@ -213,9 +219,10 @@ class RecordingServer:
 
     # -- request handling --------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.log.append(
-            Request(time.time(), request.method, request.path_qs, dict(request.headers))
-        )
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        arrived = self._listener.arrival(peer) if self._listener else time.time()
+        headers = dict(request.headers)
+        self.log.append(Request(arrived, request.method, request.path_qs, headers, time.time()))
         spec = self.routes.get(request.path_qs, self.routes.get(request.path))
         if spec is None:
             spec = self._prefix_route(request.path)
@@ -255,13 +262,15 @@ class RecordingServer:
         app.on_response_prepare.append(self._on_prepare)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, shutdown_timeout=0.1)
+        self._listener = arrivals.listen(self.host, self.port)
+        self.port = self._listener.getsockname()[1]
+        site = web.SockSite(self._runner, self._listener, shutdown_timeout=0.1)
         await site.start()
-        server = site._server
-        assert server is not None
-        sockets: Iterable[Any] = getattr(server, "sockets", ())
-        self.port = next(iter(sockets)).getsockname()[1]
         return self
+
+    def unstamped(self) -> int:
+        """Requests' reads that had no kernel arrival stamp (their time is the handler's)."""
+        return self._listener.unstamped() if self._listener else 0
 
     async def stop(self) -> None:
         """Stop serving and close open connections."""

@@ -1,9 +1,9 @@
-"""The topology tests' site, served from a CHILD process so request timestamps are exact.
+"""The topology tests' site, served from a CHILD process that does nothing else.
 
-Recording servers in a thread of the pytest process stamp a request only when that thread
-gets the GIL back (seen: ~90 ms late while the test polls Cassandra), which blurs politeness
-gaps measured at the server. Here the origins run in their own process with nothing else to
-do; the parent reads the logs through a control port.
+Arrival times are the kernel's (``tests/arrivals.py``), whatever the serving thread does; a
+child process still keeps the handlers from waiting for the pytest process's GIL (seen: ~90 ms
+while the test polls Cassandra), which would slow the answers. The parent reads the logs
+through a control port.
 
 Child: ``python -m tests.integration.site_process ORIGINS PAGES [SPREAD]`` prints one JSON line
 ``{"origins": [...], "control": "http://..."}`` and serves until stdin closes. With ``SPREAD``
@@ -41,7 +41,7 @@ class RemoteServer:
     def log(self) -> list[Request]:
         query = urllib.parse.quote(self.origin, safe="")
         with urllib.request.urlopen(f"{self.control}/log?origin={query}", timeout=10) as resp:
-            return [Request(t, m, p, {}) for t, m, p in json.loads(resp.read())]
+            return [Request(t, m, p, {}, h) for t, m, p, h in json.loads(resp.read())]
 
     def paths(self) -> list[str]:
         return [r.path for r in self.log]
@@ -105,7 +105,7 @@ async def _child(origins: int, pages: int, spread: int) -> None:
 
     async def log(request: web.Request) -> web.Response:
         srv = by_origin[request.query["origin"]]
-        return web.json_response([[r.t, r.method, r.path] for r in srv.log])
+        return web.json_response([[r.t, r.method, r.path, r.handled] for r in srv.log])
 
     app = web.Application()
     app.router.add_get("/log", log)

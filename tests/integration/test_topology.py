@@ -28,11 +28,6 @@ from tests.integration.site import STREAMCRAWL, Cluster, page_requests, serve_si
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 
 ORIGINS, PAGES, DELAY = 3, 100, 0.1
-# The crawler's own request start times (Page.fetched_at) are checked exactly. Arrival times at
-# the server (its own process: exact stamps) also carry the time between that start and the
-# socket write: event-loop latency in a worker that also runs the frontier and sink agents on a
-# 2-core machine shared with Kafka and Cassandra; seen up to ~30 ms.
-JITTER = 0.05
 SINK_TABLES = ("pages", "url_status", "crawl_origins")
 
 
@@ -65,7 +60,9 @@ def test_one_worker_crawls_everything_once_and_politely(crawled: dict[str, Any])
         assert len(requested) == PAGES and len(set(requested)) == PAGES, origin
         arrivals = sorted(log, key=lambda r: r.t)
         gaps = [(b.t - a.t, a.path, b.path) for a, b in itertools.pairwise(arrivals)]
-        assert min(gaps)[0] >= DELAY - JITTER, (origin, min(gaps))
+        # kernel arrival times (tests/arrivals.py), and a start stamped after the write:
+        # exact, no slack
+        assert min(gaps)[0] >= DELAY, (origin, min(gaps))
     worker = crawled["worker"]
     assert worker.metric("streamcrawl_fetch_pages_total", status_class="2xx") == ORIGINS * PAGES
     assert worker.get("/healthz")[0] == 200

@@ -1,0 +1,189 @@
+"""What every fault test checks, and the one polling helper they share.
+
+The promises (issue 13): the crawl completes, 0 URLs lost, 0 duplicate rows, refetches <= the
+requests in flight at the fault, and every per-origin gap >= the delay as the server saw the
+requests arrive. Arrivals are the kernel's receive times (``tests/arrivals.py``), so the gap
+check has no slack: on loopback a stamp is the crawler's send to within microseconds.
+
+``check_crawl`` returns the figures and, when ``STREAMCRAWL_FAULT_FIGURES`` names a file,
+appends them there as one JSON line (``scripts/loop_tests.py`` collects them per run).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from tests.integration.site import (
+    Cluster,
+    RemoteServer,
+    Worker,
+    page_path,
+    page_requests,
+    serve_site,
+)
+from tests.integration.test_topology import fetch_starts
+
+T = TypeVar("T")
+
+
+@contextmanager
+def crawling(
+    tmp_path: Path,
+    crawl_id: str,
+    origins: int,
+    pages: int,
+    delay: float,
+    workers: int = 1,
+    **worker_env: str,
+) -> Iterator[tuple[Cluster, list[RemoteServer], list[Worker]]]:
+    """A crawl under way: one partition per origin (each origin on its own partition),
+    ``workers`` workers started and ready, the seeds sent; yields the cluster, the servers and
+    the workers, and stops every worker after."""
+    cluster = Cluster.create(tmp_path, partitions=origins)
+    try:
+        with serve_site(origins, pages, spread=origins) as servers:
+            started = [cluster.start_worker(f"w{i + 1}", **worker_env) for i in range(workers)]
+            for worker in started:
+                worker.wait_ready()
+            cluster.seed([s.url("/") for s in servers], crawl_id, "--delay", str(delay))
+            yield cluster, servers, started
+    finally:
+        cluster.stop_all()
+
+
+def wait_until(
+    condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1
+) -> T:
+    """Call ``condition`` every ``interval`` s until it returns something truthy, and return
+    that; fail with ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} (after {timeout:.0f} s)")
+        time.sleep(interval)
+
+
+def generations(cluster: Cluster) -> dict[int, float]:
+    """Generation -> when the first worker joined it (epoch seconds), for the workers'
+    consumer group, from the workers' logs: the group's first join is generation 1, each
+    rebalance adds one."""
+    group = re.escape(f"{cluster.env['STREAMCRAWL_TOPIC_PREFIX']}-worker")
+    joined = re.compile(rf"^\[([-0-9 :,]+)\] .*Joined group '{group}' \(generation (\d+)\)", re.M)
+    found: dict[int, float] = {}
+    for log in cluster.tmp.glob("*.log"):
+        for stamp, generation in joined.findall(log.read_text(errors="replace")):
+            at = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            found[int(generation)] = min(at, found.get(int(generation), at))
+    return found
+
+
+def requested(servers: Iterable[RemoteServer]) -> int:
+    """Page requests the servers received so far (robots.txt not counted)."""
+    return sum(len(page_requests(s)) for s in servers)
+
+
+def wait_requests(servers: list[RemoteServer], count: int, timeout: float = 90) -> int:
+    """Wait until the servers received ``count`` page requests; how many they had."""
+    return wait_until(
+        lambda: (n := requested(servers)) >= count and n,
+        timeout,
+        f"fewer than {count} page requests: the workers do not crawl",
+        interval=0.05,
+    )
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One fault run's figures, for the report (issue 13's closing note)."""
+
+    test: str
+    urls: int
+    lost: int  # URLs with no terminal state, or another state than fetched
+    duplicates: int  # page rows beyond one per URL
+    refetched: int  # requests of a path beyond its first
+    min_gap: float  # smallest per-origin gap between request arrivals at the server
+    min_gap_crawler: float  # the same from the crawler's own start times (Page.fetched_at)
+    # how late the server's handler ran after the kernel received the request, at most: the
+    # error of the arrival times the servers logged before (handler time.time())
+    handler_lag: float
+
+
+def crawl_figures(cluster: Cluster, servers: list[RemoteServer], urls: int) -> Figures:
+    states = cluster.states()
+    fetched = collections.Counter(states.values())["fetched"]
+    logs = [srv.log for srv in servers]
+    refetched, lag = 0, 0.0
+    gaps = []
+    for log in logs:
+        paths = [r.path for r in log if r.path != "/robots.txt"]
+        refetched += len(paths) - len(set(paths))
+        arrivals = sorted(r.t for r in log)
+        gaps.append(min(b - a for a, b in itertools.pairwise(arrivals)))
+        lag = max(lag, *(r.handled - r.t for r in log))
+    own = min(
+        min(b - a for a, b in itertools.pairwise(times)) for times in fetch_starts(cluster).values()
+    )
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+    return Figures(
+        test=test,
+        urls=urls,
+        lost=urls - fetched,
+        duplicates=len(cluster.rows("pages")) - fetched,
+        refetched=refetched,
+        min_gap=round(min(gaps), 4),
+        min_gap_crawler=round(own, 4),
+        handler_lag=round(lag, 4),
+    )
+
+
+def check_crawl(
+    cluster: Cluster,
+    servers: list[RemoteServer],
+    pages: int,
+    delay: float,
+    in_flight: int | None,
+    timeout: float = 180,
+    **extra: float,
+) -> Figures:
+    """Wait for a terminal state of each of the ``pages`` pages of every server and check
+    every promise; the figures (recorded with ``extra``, e.g. how long a drain took).
+
+    ``in_flight``: the requests that can have been in flight at the fault (per-origin
+    concurrency 1: one per origin the fault touched), the bound on refetches; ``None``: the
+    refetches are recorded, not bounded."""
+    urls = pages * len(servers)
+    states = cluster.wait_states(urls, timeout=timeout)
+    figures = crawl_figures(cluster, servers, urls)
+    record(figures, extra)
+    assert collections.Counter(states.values()) == {"fetched": urls}, figures  # 0 lost
+    assert figures.lost == 0 and figures.duplicates == 0, figures
+    assert len(cluster.rows("url_status")) == urls, figures
+    assert in_flight is None or figures.refetched <= in_flight, figures
+    assert figures.min_gap_crawler >= delay, figures
+    assert figures.min_gap >= delay, figures  # kernel arrival times: no slack
+    every_page = {page_path(i) for i in range(pages)}
+    assert all(set(page_requests(srv)) == every_page for srv in servers), figures
+    return figures
+
+
+def record(figures: Figures, extra: dict[str, float]) -> None:
+    line = json.dumps({**asdict(figures), **extra})
+    print(f"fault figures: {line}")
+    path = os.environ.get("STREAMCRAWL_FAULT_FIGURES")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
