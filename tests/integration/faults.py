@@ -120,17 +120,24 @@ class Figures:
     # how late the server's handler ran after the kernel received the request, at most: the
     # error of the arrival times the servers logged before (handler time.time())
     handler_lag: float
+    # up to 20 refetched requests as [origin, path, kernel arrival times], to find their cause
+    # in the workers' logs (kept with a failed run's basetemp)
+    refetch_samples: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
 
 
 def crawl_figures(cluster: Cluster, servers: list[RemoteServer], urls: int) -> Figures:
     states = cluster.states()
     fetched = collections.Counter(states.values())["fetched"]
-    logs = [srv.log for srv in servers]
     refetched, lag = 0, 0.0
-    gaps = []
-    for log in logs:
+    gaps, samples = [], []
+    for srv in servers:
+        log = srv.log
         paths = [r.path for r in log if r.path != "/robots.txt"]
         refetched += len(paths) - len(set(paths))
+        for path, n in collections.Counter(paths).items():
+            if n > 1 and len(samples) < 20:
+                times = tuple(round(r.t, 3) for r in log if r.path == path)
+                samples.append((srv.origin, path, times))
         arrivals = sorted(r.t for r in log)
         gaps.append(min(b - a for a, b in itertools.pairwise(arrivals)))
         lag = max(lag, *(r.handled - r.t for r in log))
@@ -147,6 +154,7 @@ def crawl_figures(cluster: Cluster, servers: list[RemoteServer], urls: int) -> F
         min_gap=round(min(gaps), 4),
         min_gap_crawler=round(own, 4),
         handler_lag=round(lag, 4),
+        refetch_samples=tuple(samples),
     )
 
 
