@@ -1,7 +1,7 @@
 """Kernel arrival times for the test servers' requests (``SO_TIMESTAMPNS``).
 
 A server that stamps a request with ``time.time()`` in its handler stamps it late whenever its
-process waits for a CPU (on the loaded 2-core test machine: tens of ms, seen 70 ms), and the
+process waits for a CPU (on the loaded 2-core test machine: up to 0.45 s in the fault test loops), and the
 next gap of that origin then looks short. Here the accepted connections read with ``recvmsg``
 and keep, per read, the time the kernel received the data (``CLOCK_REALTIME``, the clock of
 ``time.time()``); a handler takes the arrival of its request's first bytes with
