@@ -5,7 +5,8 @@ runner, or the Faust frontier agent) calls ``admit`` for discovered URLs and ``a
 outcomes, then commits the overlay (atomically in the embedded runner; key by key in a
 crash-safe order in the Faust tables, so a crash can leave part of one commit). Both are
 idempotent, which also completes such a partial commit: a replayed batch finds its URLs seen; a
-replayed outcome finds its queue entry gone and only repeats its terminal status.
+replayed outcome finds its queue entry ended and only repeats its terminal status. The queue's
+layout (segments, the head cursor in the origin's record) is ``agents.queue``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from streamcrawl.agents import queue
 from streamcrawl.agents.robots import robots_expiry
 from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, Changes, Store
+from streamcrawl.agents.state import META, ORIGINS, SEEN, Changes, Store
 from streamcrawl.schemas.records import (
     FrontierBatch,
     OriginState,
@@ -32,7 +34,6 @@ from streamcrawl.schemas.records import (
 )
 
 _encode = msgspec.msgpack.Encoder().encode
-_decode_entry = msgspec.msgpack.Decoder(QueueEntry).decode
 _decode_origin = msgspec.msgpack.Decoder(OriginState).decode
 
 RETRY = "retry"
@@ -41,10 +42,6 @@ RETRY = "retry"
 def seen_key(crawl_id: str, url: str) -> bytes:
     digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
     return SEEN + crawl_id.encode() + b"\x00" + digest
-
-
-def pending_key(origin: str, seq: int) -> bytes:
-    return PENDING + origin.encode() + b"\x00" + seq.to_bytes(8, "big")
 
 
 def origin_key(origin: str) -> bytes:
@@ -58,11 +55,6 @@ def admitted_key(crawl_id: str) -> bytes:
 def load_origin(store: Store | Changes, origin: str) -> OriginState:
     raw = store.get(origin_key(origin))
     return OriginState(origin=origin) if raw is None else _decode_origin(raw)
-
-
-def load_entry(store: Store | Changes, origin: str, seq: int) -> QueueEntry | None:
-    raw = store.get(pending_key(origin, seq))
-    return None if raw is None else _decode_entry(raw)
 
 
 def admitted_count(store: Store | Changes, crawl_id: str) -> int:
@@ -81,7 +73,7 @@ def queued_entries(
     seq = state.head
     while seq < state.tail and len(found) < limit:
         if seq not in skip:
-            entry = load_entry(store, state.origin, seq)
+            entry = queue.entry_at(store, state, seq)
             if entry is not None:
                 found.append((seq, entry))
         seq += 1
@@ -131,6 +123,7 @@ class Frontier:
         *,
         budget: int | None,
         source: bytes = b"",
+        count_admitted: bool = True,
     ) -> Admission:
         """Dedupe, scope-check and enqueue a batch of URLs for ONE origin.
 
@@ -144,6 +137,9 @@ class Frontier:
         other event linking the URL is a plain duplicate. A URL it queues is marked seen with it
         and its seq: if a crash lost the origin state that counted it (the seen marks are
         written before the origin, see ``kafka_state``), the replay queues it at the same seq.
+
+        ``count_admitted=False``: the caller keeps the crawl's admitted count itself (the
+        Kafka agent, in its partition's counts record), else it is ``admitted_key``.
         """
         result = Admission()
         st = load_origin(ch, batch.origin)
@@ -177,13 +173,17 @@ class Frontier:
                 # counted it: queue it there again (same entry, same key), not at a new tail,
                 # which would fetch it twice.
             marked.add(key)
+            entry = QueueEntry(
+                crawl_id=batch.crawl_id,
+                url=canon.url,
+                depth=ref.depth,
+                parent=ref.parent,
+                kind=ref.kind,
+                lastmod=ref.lastmod,
+            )
             if again is not None:
-                entry = QueueEntry(
-                    crawl_id=batch.crawl_id, url=canon.url, depth=ref.depth, parent=ref.parent
-                )
-                ch.put(pending_key(batch.origin, again), _encode(entry))
+                queue.push(ch, st, again, entry)
                 result.queued.append((again, entry))
-                st.tail = again + 1
                 queued += 1
                 continue
             reason = rules.scope.check(canon.url, ref.depth)
@@ -197,20 +197,12 @@ class Frontier:
                 result.statuses.append(_ended(batch, canon.url, state, reason, ref.depth, now))
                 continue
             ch.put(key, _queued_mark(source, st.tail, ref.depth))
-            entry = QueueEntry(
-                crawl_id=batch.crawl_id,
-                url=canon.url,
-                depth=ref.depth,
-                parent=ref.parent,
-                kind=ref.kind,
-                lastmod=ref.lastmod,
-            )
-            ch.put(pending_key(batch.origin, st.tail), _encode(entry))
             result.queued.append((st.tail, entry))
-            st.tail += 1
+            queue.push(ch, st, st.tail, entry)
             queued += 1
         if queued:
             ch.put(origin_key(batch.origin), _encode(st))
+        if queued and count_admitted:
             total = admitted_count(ch, batch.crawl_id) + queued
             ch.put(admitted_key(batch.crawl_id), str(total).encode())
         result.state = st
@@ -221,22 +213,18 @@ class Frontier:
         st = load_origin(ch, outcome.origin)
         if outcome.kind == "robots":
             return self._apply_robots(ch, outcome, rules, st)
-        key = pending_key(outcome.origin, outcome.seq)
-        raw = ch.get(key)
-        if raw is None:
+        found = queue.entry_at(ch, st, outcome.seq)
+        if found is None:
+            queue.forget_replayed(ch, st, outcome.seq)
             return Applied(self._replayed(outcome, rules), st, replayed=True)
-        entry = _decode_entry(raw)
+        entry = found
         policy = rules.policy
         self._time(st, outcome, rules)
         if outcome.state == RETRY and entry.attempts + 1 <= policy.retries:
-            ch.put(
-                key,
-                _encode(
-                    msgspec.structs.replace(
-                        entry, attempts=entry.attempts + 1, last_error=outcome.error
-                    )
-                ),
+            again = msgspec.structs.replace(
+                entry, attempts=entry.attempts + 1, last_error=outcome.error
             )
+            queue.replace(ch, st, outcome.seq, again)
             if not outcome.backoff:  # still wait before the retry: exponential with jitter
                 wait = min(policy.max_backoff, max(policy.delay, 0.5) * 2**entry.attempts)
                 st.next_fetch_at = max(st.next_fetch_at, outcome.finished_at + wait)
@@ -244,11 +232,9 @@ class Frontier:
             return Applied([], st, retried=True)
         state = _terminal_state(outcome)
         entry = msgspec.structs.replace(entry, attempts=_attempts(entry.attempts, outcome))
-        ch.delete(key)
+        queue.end(ch, st, outcome.seq)
         if outcome.final_url and outcome.final_url != entry.url:
             ch.put(seen_key(entry.crawl_id, outcome.final_url), str(entry.depth).encode())
-        while st.head < st.tail and ch.get(pending_key(st.origin, st.head)) is None:
-            st.head += 1
         if state is TerminalState.FETCHED:
             st.fetched += 1
         ch.put(origin_key(outcome.origin), _encode(st))

@@ -19,6 +19,7 @@ from functools import cache
 
 import msgspec
 
+from streamcrawl.agents.frontier import admitted_count
 from streamcrawl.agents.kafka_state import partition_for
 from streamcrawl.agents.state import META, Changes
 from streamcrawl.schemas.records import TerminalState, UrlStatus
@@ -27,11 +28,17 @@ COUNTS_VERSION = 1
 
 
 class CrawlCounts(msgspec.Struct, kw_only=True):
-    """One crawl's URLs per terminal state in one partition, and its fetch time span."""
+    """One crawl's URLs per terminal state in one partition, and its fetch time span.
+
+    ``admitted``: URLs the partition queued for the crawl (its page budget share), kept here so
+    that a batch writes one counter key, not two; ``None`` in a record written before it was
+    (the count is then the previous layout's own ``META`` key, ``frontier.admitted_key``).
+    """
 
     states: dict[str, int] = {}
     first_fetched_at: float | None = None
     last_fetched_at: float | None = None
+    admitted: int | None = None
 
 
 class PartitionCounts(msgspec.Struct, kw_only=True):
@@ -66,6 +73,33 @@ def message_key(partition: int, partitions: int) -> bytes:
 def decode_counts(value: bytes) -> PartitionCounts:
     """Raises ``msgspec.DecodeError`` / ``ValidationError`` for a bad message."""
     return _decoder.decode(value)
+
+
+def _record(ch: Changes, partition: int) -> PartitionCounts:
+    raw = ch.get(counts_key(partition))
+    return decode_counts(raw) if raw is not None else PartitionCounts(partition=partition)
+
+
+def admitted(ch: Changes, partition: int, crawl_id: str) -> int:
+    """URLs ``partition`` has queued for ``crawl_id`` (see ``CrawlCounts.admitted``)."""
+    crawl = _record(ch, partition).crawls.get(crawl_id)
+    if crawl is not None and crawl.admitted is not None:
+        return crawl.admitted
+    return admitted_count(ch, crawl_id)  # a changelog of the previous layout, or none yet
+
+
+def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int) -> None:
+    """Count ``queued`` more URLs queued for ``crawl_id`` by ``partition``.
+
+    Replay-safe without an offset: a replayed event queues nothing again (its URLs are seen),
+    except when the crash lost its origin's record, and then this key too (written after it,
+    ``kafka_state``)."""
+    if not queued:
+        return
+    before = admitted(ch, partition, crawl_id)
+    record = _record(ch, partition)
+    record.crawls.setdefault(crawl_id, CrawlCounts()).admitted = before + queued
+    ch.put(counts_key(partition), _encode(record))
 
 
 def count(

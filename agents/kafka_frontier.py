@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
-from streamcrawl.agents.frontier import Admission, Frontier, admitted_count
+from streamcrawl.agents.frontier import Admission, Frontier
 from streamcrawl.agents.kafka_control import SharedView, budget_key
-from streamcrawl.agents.kafka_counts import count, counts_key, message_key
+from streamcrawl.agents.kafka_counts import add_admitted, admitted, count, counts_key, message_key
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.rules import CrawlRules
@@ -235,7 +235,10 @@ class FrontierAgent:
         """``Frontier.admit`` within the crawl's page budget, its sends added to the batch."""
         budget = self._budget(part.changes, fb.crawl_id, rules, where.partition)
         source = f"{where.topic}/{where.partition}@{where.offset}".encode()
-        admission = self.frontier.admit(part.changes, fb, rules, budget=budget, source=source)
+        admission = self.frontier.admit(
+            part.changes, fb, rules, budget=budget, source=source, count_admitted=False
+        )
+        add_admitted(part.changes, where.partition, fb.crawl_id, len(admission.queued))
         for origin, refs in admission.misrouted.items():  # not marked seen: a replay re-sends
             again = FrontierBatch(crawl_id=fb.crawl_id, origin=origin, urls=tuple(refs))
             batch.send("frontier", [(origin.encode(), encode(again))])
@@ -252,7 +255,7 @@ class FrontierAgent:
         max_pages = rules.policy.max_pages
         if max_pages is None:
             return None
-        here = admitted_count(ch, crawl_id)
+        here = admitted(ch, partition, crawl_id)
         elsewhere = self.view.admitted_elsewhere(crawl_id, partition, self.partitions)
         return max(0, max_pages - here - elsewhere)
 
@@ -264,7 +267,10 @@ class FrontierAgent:
                 batch.send(
                     "budget",
                     [
-                        (budget_key(c, partition), str(admitted_count(part.changes, c)).encode())
+                        (
+                            budget_key(c, partition),
+                            str(admitted(part.changes, partition, c)).encode(),
+                        )
                         for c in sorted(part.budgets)
                     ],
                 )

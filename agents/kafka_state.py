@@ -1,8 +1,9 @@
 """The frontier's ``Store`` over Faust tables, and the origin -> partition mapping.
 
 ``TableStore`` maps the one-letter namespaces of ``agents.state`` onto three partitioned,
-changelogged tables: ``seen``, ``pending`` and ``origins`` (which also holds the per-partition
-``META`` counters, so they move with the partition). Keys keep their namespace byte, so a table
+changelogged tables: ``seen``, ``pending`` (queue segments, and the previous layout's one key
+per URL) and ``origins`` (which also holds the per-partition ``META`` counters, so they move
+with the partition). Keys keep their namespace byte, so a table
 row reads the same as a row of the embedded RocksDB store.
 
 No Faust import here: a table is anything with ``get``/``__setitem__``/``__delitem__``/``items``
@@ -14,27 +15,31 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka.partitioner import murmur2
 
-from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, Store, Value
+from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, SEGMENTS, Store, Value
 
 # Crash-safe write order. Faust writes a table key by key (RocksDB put + a changelog message),
 # so a kill -9 can leave a prefix of one commit; the source event is then replayed over it.
-# Queue entries first, then the seen marks, then the origin (queue bounds), then the counters
-# (``META``: admitted per crawl, for the page budget), deletions last:
-#  - entries without seen marks: the replay re-queues at the same tail (same keys): no effect;
-#  - entries + seen marks without the origin: a URL's seen mark names the event that queued it
-#    and its seq (``Frontier.admit``'s ``source``), so the replay queues it at that same seq:
-#    neither lost nor fetched twice (written the other way round, origin before seen, the
-#    replay queued the URLs at a new tail, and each was fetched twice);
+# Sealed queue segments (and the previous layout's entries) first, then the seen marks, then
+# the origin (head cursor, tail, the open segment's entries: ``agents.queue``), then the
+# counters (``META``: admitted per crawl, for the page budget), deletions last:
+#  - segments without seen marks: the replay re-queues at the same seqs (same keys): no effect;
+#  - seen marks without the origin: a URL's seen mark names the event that queued it and its
+#    seq (``Frontier.admit``'s ``source``), so the replay queues it at that same seq: neither
+#    lost nor fetched twice (written the other way round, origin before seen, the replay
+#    queued the URLs at a new tail, and each was fetched twice);
 #  - seen + origin without the counter: the budget undercounts this event's URLs (a bounded
 #    overshoot); a counter written first would make the replay count them twice and end
 #    queued URLs ``cancelled`` (two terminal states for one URL; test_frontier_batches.py);
-#  - an origin with its head moved, entry not yet deleted: the replayed outcome applies again.
-# A seen mark without its entry could lose the URL, so entries always come first.
-_ORDER = {PENDING[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
+#  - an origin with its head moved, a passed segment not yet deleted: the replayed outcome
+#    finds its seq ended and deletes the segment again.
+# An origin whose tail counts a sealed segment that is not written could lose its URLs, so
+# segments always come first.
+_T = TypeVar("_T")
+_ORDER = {PENDING[0]: 0, SEGMENTS[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
 
 
 # The same order in stages, for a wiring that makes a batch of writes durable itself (the
@@ -43,7 +48,7 @@ _ORDER = {PENDING[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
 # Within a stage any subset is as safe as a prefix (the keys of one stage are independent:
 # entries, seen marks, origins, then counters and deletions), so the cases above still hold.
 STAGES = 4
-_STAGE = {PENDING[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
+_STAGE = _ORDER
 
 
 def partition_for(origin: str, partitions: int) -> int:
@@ -73,6 +78,17 @@ def write_stages(changes: Mapping[bytes, Value]) -> list[list[tuple[bytes, Value
     return stages
 
 
+def namespaces(seen: _T, pending: _T, origins: _T) -> dict[int, _T]:
+    """Namespace byte -> the table that holds it (``META`` rides in ``origins``)."""
+    return {
+        SEEN[0]: seen,
+        PENDING[0]: pending,
+        SEGMENTS[0]: pending,
+        ORIGINS[0]: origins,
+        META[0]: origins,
+    }
+
+
 class TableStore(Store):
     """A ``Store`` whose namespaces live in three tables (``META`` rides in ``origins``)."""
 
@@ -82,7 +98,7 @@ class TableStore(Store):
         pending: MutableMapping[bytes, Any],
         origins: MutableMapping[bytes, Any],
     ) -> None:
-        self._tables = {SEEN[0]: seen, PENDING[0]: pending, ORIGINS[0]: origins, META[0]: origins}
+        self._tables = namespaces(seen, pending, origins)
 
     def _table(self, key: bytes) -> MutableMapping[bytes, Any]:
         try:

@@ -18,7 +18,8 @@ from streamcrawl.agents.errors import StateError
 
 # Namespaces. One store holds them all; the Faust wiring maps each to its own table.
 SEEN = b"s"  # seen-set: crawl id + URL hash -> first depth
-PENDING = b"p"  # per-origin FIFO: origin + seq -> QueueEntry
+PENDING = b"p"  # the previous queue layout: origin + seq -> QueueEntry (read after an upgrade)
+SEGMENTS = b"q"  # per-origin FIFO: origin + segment number -> Segment (agents/queue.py)
 ORIGINS = b"o"  # origin -> OriginState
 META = b"m"  # crawl-level values (budgets, output offsets)
 

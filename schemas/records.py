@@ -309,7 +309,8 @@ class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
 class OriginState(msgspec.Struct, kw_only=True):
     """Per-origin frontier state: queue bounds, timing, backoff and the cached robots.txt.
 
-    Pending entries live at ``[head, tail)`` keyed by (origin, seq). ``next_fetch_at`` is the
+    Pending entries live at ``[head, tail)`` (``agents.queue``: the open segment inline here,
+    sealed segments of ``SEGMENT`` entries under their own keys). ``next_fetch_at`` is the
     earliest time the next request to this origin may start (epoch seconds).
     """
 
@@ -324,6 +325,13 @@ class OriginState(msgspec.Struct, kw_only=True):
     robots_expires: float = 0.0
     fetched: int = 0
     errors: int = 0
+    # The queue's layout (agents/queue.py): entries of the open segment, seqs in [head, tail)
+    # ended out of order, retried entries of sealed segments, and where the previous layout
+    # (one key per seq) ends: -1 in a record written before segments existed (= its tail).
+    inline: list[QueueEntry | None] = msgspec.field(default_factory=list)
+    done: list[int] = msgspec.field(default_factory=list)
+    patched: dict[int, QueueEntry] = msgspec.field(default_factory=dict)
+    legacy_end: int = -1
 
 
 # Topic name (after ``<prefix>.``) -> value record. ``status`` carries terminal URL states keyed by

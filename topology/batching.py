@@ -31,9 +31,8 @@ from faust.streams import _current_event
 from faust.types import TP
 
 from streamcrawl.agents.kafka_frontier import Enter, FrontierAgent, Sends, Where, Writes
-from streamcrawl.agents.kafka_state import STAGES, write_stages
+from streamcrawl.agents.kafka_state import STAGES, namespaces, write_stages
 from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +115,7 @@ class DurableCommit:
         self.app = app
         self.prefix = prefix
         self.metrics = metrics
-        seen, pending, origins = tables["seen"], tables["pending"], tables["origins"]
-        self.tables = {SEEN[0]: seen, PENDING[0]: pending, ORIGINS[0]: origins, META[0]: origins}
+        self.tables = namespaces(tables["seen"], tables["pending"], tables["origins"])
 
     async def __call__(self, sends: Sends, writes: Writes, enter: Enter) -> None:
         producer = self.app.producer

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamcrawl.agents.frontier import load_origin, pending_key
+from streamcrawl.agents.frontier import load_origin
 from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.queue import entry_at
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, Outcome, UrlRef
@@ -128,8 +129,8 @@ def test_outcome_links_are_admitted_and_the_outcome_applied_in_one_change() -> N
     store = r.agent.store
     state = load_origin(store, ORIGIN)
     assert (state.head, state.tail) == (1, 3)  # root done, /a and /b queued
-    assert store.get(pending_key(ORIGIN, 0)) is None
-    assert {store.get(pending_key(ORIGIN, s)) is not None for s in (1, 2)} == {True}
+    assert entry_at(store, state, 0) is None
+    assert {entry_at(store, state, s) is not None for s in (1, 2)} == {True}
     assert r.publish.statuses() == []  # nothing awaited: the page's status rides the commit
     assert r.publish.statuses(attached=True) == [(ORIGIN + "/", "fetched")]
     assert [name for name, _ in r.hook.calls] == ["admitted", "applied"]  # seed, then outcome

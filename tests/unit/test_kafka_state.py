@@ -12,12 +12,12 @@ from streamcrawl.agents.frontier import (
     Frontier,
     load_origin,
     origin_key,
-    pending_key,
     queued_entries,
 )
 from streamcrawl.agents.kafka_state import TableStore, partition_for, write_order
+from streamcrawl.agents.queue import SEGMENT, segment_key
 from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, Changes, MemoryStore
+from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, SEGMENTS, Changes, MemoryStore
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 
 ORIGIN = "http://a.test"
@@ -77,26 +77,28 @@ def test_write_order_queues_before_marking_seen_and_deletes_last() -> None:
     store, _, journal = tables()
     f = Frontier(clock=lambda: 10.0)
     ch = Changes(store)
-    f.admit(ch, batch("/a", "/b"), rules(), budget=None)
+    paths = [f"/{i}" for i in range(SEGMENT + 2)]
+    f.admit(ch, batch(*paths), rules(), budget=None)
     ch.commit()
     kinds = [key[:1] for _, key in journal]
-    assert kinds == [PENDING, PENDING, SEEN, SEEN, ORIGINS, META]
+    # the sealed segment first, the seen marks, the origin (open segment inline), the counter
+    assert kinds == [SEGMENTS] + [SEEN] * len(paths) + [ORIGINS, META]
     journal.clear()
     ch = Changes(store)
-    out = Outcome(
-        crawl_id="c",
-        origin=ORIGIN,
-        kind="page",
-        seq=0,
-        url=ORIGIN + "/a",
-        state="fetched",
-        started_at=11.0,
-        finished_at=11.1,
-    )
-    f.apply(ch, out, rules())
+    for seq, path in enumerate(paths[:SEGMENT]):
+        out = Outcome(
+            crawl_id="c",
+            origin=ORIGIN,
+            kind="page",
+            seq=seq,
+            url=ORIGIN + path,
+            state="fetched",
+            started_at=11.0,
+            finished_at=11.1,
+        )
+        f.apply(ch, out, rules())
     ch.commit()
-    assert journal[-1] == ("del", pending_key(ORIGIN, 0))
-    assert journal[0] == ("put", origin_key(ORIGIN))
+    assert journal == [("put", origin_key(ORIGIN)), ("del", segment_key(ORIGIN, 0))]
 
 
 def test_write_order_is_stable_within_a_namespace() -> None:
@@ -108,23 +110,24 @@ def test_write_order_is_stable_within_a_namespace() -> None:
     assert [k for k, _ in write_order(changes)] == [PENDING + b"2", PENDING + b"1", SEEN + b"1"]
 
 
-@pytest.mark.parametrize("cut", range(7))
+@pytest.mark.parametrize("cut", range(SEGMENT + 6))
 def test_a_crash_after_any_prefix_of_an_admit_loses_no_url(cut: int) -> None:
     """Apply only the first ``cut`` writes of a commit (kill -9 mid-commit), then replay the
     event (as the frontier agent does: with its position as ``source``) over that state:
     every URL ends queued exactly once, never lost, never twice."""
     f = Frontier(clock=lambda: 10.0)
     full = Changes(MemoryStore())
-    f.admit(full, batch("/a", "/b"), rules(), budget=None, source=b"t/0@5")
+    paths = [f"/{i}" for i in range(SEGMENT + 2)]  # one sealed segment, two inline
+    f.admit(full, batch(*paths), rules(), budget=None, source=b"t/0@5")
     prefix = dict(write_order(full.writes)[:cut])
     store, _, _ = tables()
     store.write(prefix)
     ch = Changes(store)
-    f.admit(ch, batch("/a", "/b"), rules(), budget=None, source=b"t/0@5")
+    f.admit(ch, batch(*paths), rules(), budget=None, source=b"t/0@5")
     ch.commit()
     st = load_origin(store, ORIGIN)
     urls = [e.url for _, e in queued_entries(store, st, 100)]
-    assert urls == [ORIGIN + "/a", ORIGIN + "/b"]
+    assert urls == [ORIGIN + p for p in paths]
 
 
 def test_frontier_over_tables_matches_the_memory_store() -> None:
