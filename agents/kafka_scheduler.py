@@ -13,7 +13,9 @@ URL stays at its queue head (skipped by the scheduler), so a crash refetches it
 (at-least-once); a report that could not be published frees the slot with the URL still queued.
 
 Ownership follows the consumer group: ``rebuild`` after table recovery for the partitions newly
-owned (each origin waits one delay first: the previous owner may just have fetched it), and
+owned (each origin waits one delay first: the previous owner may just have fetched it; at most
+``max_origins`` origins in memory, the others found in the table later by
+``agents.origin_index.Refill``), and
 ``revoke`` before a partition leaves: stop dispatching its origins, give their requests
 ``REVOKE_GRACE`` seconds, abandon the rest (their URLs stay at the queue heads).
 """
@@ -38,6 +40,7 @@ from streamcrawl.agents.kafka_messages import report_messages
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.netguard import AddressGuard
+from streamcrawl.agents.origin_index import Refill
 from streamcrawl.agents.pipeline import Report, Stages, wait_first
 from streamcrawl.agents.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.state import ORIGINS
@@ -46,12 +49,15 @@ from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome
 
 log = logging.getLogger(__name__)
 
-_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
 MARKER_PATIENCE = 10.0  # seconds before a catch-up marker that has not come back is resent
 MARKER_ATTEMPTS = 30
 REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the rebalance)
 STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
 PUBLISH_HOLD_MAX = 60.0  # longest an origin is held back after its report could not be sent
+# Rows of the origins table walked per turn of the dispatch loop (the index is built and kept
+# filled a slice at a time: ~10-60 us a row, so a turn never holds the event loop for long and
+# the first dispatch after an assignment does not wait for a walk of the whole table).
+REFILL_ROWS = 1000
 
 
 class FetchService(Service):
@@ -68,6 +74,7 @@ class FetchService(Service):
         metrics: Metrics,
         partitions: int,
         concurrency: int,
+        max_origins: int | None = None,
         max_unapplied: int | None = None,
         page_bytes: int = 16 * 1024 * 1024,
         halted: Callable[[], bool] = lambda: False,
@@ -92,33 +99,36 @@ class FetchService(Service):
         self.halted = halted  # the app is stopping: start nothing new
         self.page_bytes = page_bytes  # max message size of the pages topic
         self._publish_errors = 0  # consecutive reports that could not be published at all
-        self.scheduler = Scheduler(store, view.rules)
+        self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
+        self.refill = Refill(lambda: store.walk(ORIGINS), self.scheduler, partitions)
+        self._since: dict[int, float] = {}  # owned partition -> when its origins were indexed
         self.owned: set[int] = set()
         self.stopping = False
         self.loop_alive = 0.0  # last time the dispatch loop ran (health)
         self._inflight: dict[asyncio.Task[Report | None], Dispatch] = {}
         self._publishing: set[asyncio.Task[Report | None]] = set()  # fetched, now publishing
         self._wake = asyncio.Event()
-        self._queued: dict[str, int] = {}
-        self._last_start: dict[str, float] = {}
         self._stages: Stages | None = None
 
     # -- called by the frontier agent (same event loop) -----------------------------------------
     def _active(self, origin: str) -> bool:
-        p = partition_for(origin, self.partitions)
-        return p in self.owned and p not in self._gated
+        return self._since_of(partition_for(origin, self.partitions)) is not None
+
+    def _since_of(self, partition: int) -> float | None:
+        """When the origins of ``partition`` were indexed here; None: not dispatched here."""
+        if partition in self.owned and partition not in self._gated:
+            return self._since.get(partition, 0.0)
+        return None
 
     def admitted(self, state: OriginState) -> None:
         """URLs were queued for ``state.origin`` (an origin of a partition we own)."""
         if self._active(state.origin):
-            self._queued[state.origin] = state.tail - state.head
             self.scheduler.track(state)
             self._wake.set()
 
     def applied(self, origin: str, seq: int, state: OriginState) -> None:
         """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
         if self._active(origin):
-            self._queued[origin] = state.tail - state.head
             self.scheduler.done(origin, seq, state)
             self._wake.set()
 
@@ -173,22 +183,21 @@ class FetchService(Service):
         self._index({partition})
 
     def _index(self, new: set[int]) -> None:
-        """Index the origins with queued URLs of ``new`` partitions.
+        """Index the origins with queued URLs of ``new`` partitions, as many as fit: the first
+        slice now, the rest turn by turn in the dispatch loop (``Refill``).
 
         Each is treated as fetched now unless its state says later: the previous owner may
         have started a request just before the rebalance.
         """
-        now, count = time.time(), 0
-        for _, raw in self.store.scan(ORIGINS):
-            state = _decode_origin(raw)
-            if state.head < state.tail and partition_for(state.origin, self.partitions) in new:
-                self._queued[state.origin] = state.tail - state.head
-                self.scheduler.track(state, assumed_start=now)
-                count += 1
+        now = time.time()
+        for p in new:
+            self._since[p] = now
+        self.refill.restart()
+        count = self.refill.run(self._since_of, REFILL_ROWS, until_full=True)
         log.info(
-            "indexed %d origins of partitions %s",
-            count,
+            "indexing the origins of partitions %s: %d so far",
             sorted(new),
+            count,
             extra={"partition": sorted(new)},
         )
         self._wake.set()
@@ -199,10 +208,10 @@ class FetchService(Service):
         self.owned -= gone
         for p in gone:
             self._gated.pop(p, None)
+            self._since.pop(p, None)
+        self.refill.forget(gone)
         for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
             self.scheduler.forget(origin)
-        for origin in [o for o in self._queued if self._owner(o) in gone]:
-            del self._queued[origin]
         leaving = [t for t, d in self._inflight.items() if self._owner(d.origin) in gone]
         if leaving:
             log.info("revoked partitions %s: %d requests in flight", sorted(gone), len(leaving))
@@ -212,12 +221,16 @@ class FetchService(Service):
         return partition_for(origin, self.partitions)
 
     def queue_sizes(self) -> dict[int, int]:
-        """Queued URLs per owned partition (from the states this worker last saw)."""
+        """Queued URLs per owned partition: of the origins in memory, as last seen, plus the
+        others as of the last complete walk of the table (``Refill.left_out``)."""
         sizes = dict.fromkeys(self.owned, 0)
-        for origin, n in self._queued.items():
-            p = self._owner(origin)
+        for p, n in self.refill.left_out.items():
             if p in sizes:
                 sizes[p] += n
+        for state in self.scheduler.states():
+            p = self._owner(state.origin)
+            if p in sizes:
+                sizes[p] += state.tail - state.head
         return sizes
 
     # -- the loop -------------------------------------------------------------------------------
@@ -243,6 +256,8 @@ class FetchService(Service):
     async def _dispatch_loop(self) -> None:
         while not self.stopping and not self.should_stop:
             self.loop_alive = time.time()
+            if self.refill.wanted():
+                self.refill.run(self._since_of, REFILL_ROWS)
             room = self._room()
             if room > 0 and not self.halted():
                 now = time.time()
@@ -270,11 +285,8 @@ class FetchService(Service):
         return len(self._inflight) - len(self._publishing)
 
     def _dispatched(self, d: Dispatch, now: float) -> None:
-        if d.kind in ("robots", "page"):
-            last = self._last_start.get(d.origin)
-            if last is not None:
-                self.metrics.politeness_wait.observe(now - last)
-            self._last_start[d.origin] = now
+        if d.after is not None:
+            self.metrics.politeness_wait.observe(now - d.after)
         assert self._stages is not None
         self._inflight[asyncio.create_task(self._run(d))] = d
 

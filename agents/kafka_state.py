@@ -123,6 +123,13 @@ class TableStore(Store):
             else:
                 table[key] = value
 
+    def walk(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Rows of ``prefix``'s (locally visible) table whose key starts with it, in the
+        table's own order, streamed: no copy of the table (for ``agents.origin_index``)."""
+        for key, value in self._table(prefix).items():
+            if bytes(key).startswith(prefix):
+                yield bytes(key), bytes(value)
+
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Rows of the (locally visible) table of ``prefix`` whose key starts with it, sorted.
 

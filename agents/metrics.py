@@ -118,7 +118,7 @@ class Metrics:
         )
         self.origins_tracked = Gauge(
             "streamcrawl_scheduler_origins",
-            "Origins with work in the scheduler index.",
+            "Origins with work in the scheduler's memory (at most max_origins_in_memory).",
             registry=r,
         )
         self.in_flight = Gauge(

@@ -3,14 +3,21 @@
 It reads frontier state but never writes it. Each origin is a ``Slot`` (as in Scrapy) holding
 its in-flight requests and the start time of the last one; a heap orders origins by the time
 they become ready. Rebuilt from the store when the wiring (re)gains ownership of origins.
+
+Bounded: at most ``max_origins`` origins are in memory. An origin with work that does not fit
+stays in the store only (``overflow``: the wiring's ``agents.origin_index.Refill`` walks the
+store for such origins whenever there is room); while some wait there, an origin leaves memory
+after ``TURN`` dispatches with nothing in flight, so every origin gets its turn. Leaving is
+safe for politeness: the frontier's record says when its next request may start.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from streamcrawl.agents.frontier import queued_entries, robots_unusable
@@ -21,6 +28,7 @@ from streamcrawl.schemas.records import OriginState, QueueEntry
 
 ROBOTS_SEQ = -1
 PAUSED_POLL = 1.0  # seconds between looks at an origin whose crawl is paused or unknown
+TURN = 8  # dispatches an origin makes before it yields its place to one waiting in the store
 DispatchKind = Literal["robots", "page", "deny", "cancel"]
 
 
@@ -34,6 +42,7 @@ class Dispatch:
     entry: QueueEntry | None
     rules: CrawlRules
     robots: RobotsRules | None = None
+    after: float | None = None  # start of the origin's previous request (politeness metric)
 
 
 @dataclass
@@ -47,6 +56,7 @@ class Slot:
     last_start: float = float("-inf")  # never started
     ready_at: float = 0.0
     hold_until: float = 0.0  # held back by the wiring (its report could not be published)
+    turns: int = 0  # requests started since the origin came into memory
 
 
 class Scheduler:
@@ -56,9 +66,14 @@ class Scheduler:
         self,
         store: Store | Changes,
         rules_for: Callable[[str], CrawlRules | None],
+        *,
+        max_origins: int | None = None,
     ) -> None:
         self.store = store
         self.rules_for = rules_for
+        self.max_origins = max_origins  # None: every origin with work is in memory
+        self.overflow = False  # some origin with work is in the store only
+        self.spills = 0  # origins refused or sent back to the store, ever (see Refill)
         self.slots: dict[str, Slot] = {}
         self._states: dict[str, OriginState] = {}
         self._heap: list[tuple[float, int, str]] = []
@@ -68,23 +83,40 @@ class Scheduler:
     def __len__(self) -> int:
         return len(self._states)
 
+    def __contains__(self, origin: object) -> bool:
+        return origin in self._states
+
     def in_flight(self) -> int:
         return sum(len(s.in_flight) for s in self.slots.values())
 
-    def track(self, state: OriginState, *, assumed_start: float | None = None) -> None:
+    def full(self) -> bool:
+        return self.max_origins is not None and len(self._states) >= self.max_origins
+
+    def track(self, state: OriginState, *, assumed_start: float | None = None) -> bool:
         """(Re)index an origin after its state changed. ``assumed_start`` treats the origin as
-        having just been fetched (used when ownership moves here: wait one delay first)."""
+        having just been fetched (used when ownership moves here: wait one delay first).
+
+        False if the origin has work but no room in memory: it waits in the store
+        (``overflow``)."""
         origin = state.origin
         slot = self.slots.get(origin)
         if state.head >= state.tail and (slot is None or not (slot.in_flight or slot.settling)):
             self._states.pop(origin, None)
             self.slots.pop(origin, None)
-            return
+            return True
+        if origin not in self._states and self.full():
+            self._spill()
+            return False
         self._states[origin] = state
         slot = self.slots.setdefault(origin, Slot())
         if assumed_start is not None:
             slot.last_start = max(slot.last_start, assumed_start)
         self._push(origin, slot)
+        return True
+
+    def _spill(self) -> None:
+        self.overflow = True
+        self.spills += 1
 
     def forget(self, origin: str) -> None:
         """Drop an origin (its partition was revoked); in-flight work is the caller's to end."""
@@ -95,6 +127,10 @@ class Scheduler:
 
     def origins(self) -> list[str]:
         return list(self._states)
+
+    def states(self) -> list[OriginState]:
+        """The states of the origins in memory (as last tracked)."""
+        return list(self._states.values())
 
     def next_ready_at(self) -> float | None:
         while self._heap:
@@ -122,7 +158,10 @@ class Scheduler:
                 heapq.heappush(self._heap, (dispatch, next(self._tick), origin))
                 continue
             if dispatch.kind in ("robots", "page"):
+                if slot.last_start > float("-inf"):
+                    dispatch = replace(dispatch, after=slot.last_start)
                 slot.last_start = now
+                slot.turns += 1
             slot.in_flight.add(dispatch.seq)
             out.append(dispatch)
             self._push(origin, slot)
@@ -167,8 +206,23 @@ class Scheduler:
                 self.settling -= 1
         if state is not None:
             self.track(state)
+            if slot is not None and self._yields(origin, slot):
+                self.forget(origin)
+                self._spill()
         elif slot is not None and origin in self._states:
             self._push(origin, slot)
+
+    def _yields(self, origin: str, slot: Slot) -> bool:
+        """Leave memory for an origin waiting in the store: its turn is over, nothing of it is
+        in flight, nothing holds it back (a hold lives in memory only)."""
+        return (
+            self.overflow
+            and origin in self._states
+            and slot.turns >= TURN
+            and not slot.in_flight
+            and not slot.settling
+            and slot.hold_until <= time.time()
+        )
 
     def _push(self, origin: str, slot: Slot) -> None:
         state = self._states[origin]

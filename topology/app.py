@@ -158,6 +158,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         partitions=settings.partitions,
         concurrency=settings.concurrency,
         page_bytes=settings.max_message_bytes,
+        max_origins=settings.max_origins_in_memory,
         halted=lambda: bool(app.should_stop),
         guard=settings.address_guard(),
     )

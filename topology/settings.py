@@ -89,6 +89,13 @@ class Settings(BaseSettings):
         64, ge=1, le=10000, description="Fetches in flight per worker, all origins together."
     )
     sink_concurrency: int = Field(32, ge=1, le=1024, description="Cassandra writes in flight.")
+    max_origins_in_memory: int = Field(
+        100_000,
+        ge=100,
+        le=100_000_000,
+        description="Origins with queued work the scheduler holds in memory per worker; the "
+        "others wait in the origins table (RocksDB) and take turns.",
+    )
     sink_enabled: bool = Field(True, description="Run the Cassandra sink agent in this worker.")
     fetch_enabled: bool = Field(True, description="Run the scheduler and fetcher in this worker.")
     max_message_bytes: int = Field(

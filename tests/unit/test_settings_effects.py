@@ -317,6 +317,8 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
     "web_host": ({}, "127.0.0.7", app_conf("web_bind"), "127.0.0.7"),
     "web_port": ({}, 7777, app_conf("web_port"), 7777),
     "concurrency": ({}, 5, lambda s, build, mp: build(s).fetch["concurrency"], 5),
+    # what the bound does: tests/unit/test_origin_index.py
+    "max_origins_in_memory": ({}, 123, lambda s, build, mp: build(s).fetch["max_origins"], 123),
     "sink_concurrency": ({}, 3, lambda s, b, mp: sink_window(s, mp), 3),
     "sink_enabled": (
         {},

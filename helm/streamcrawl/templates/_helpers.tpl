@@ -113,6 +113,7 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
   "STREAMCRAWL_WEB_PORT" (toString (int $w.webPort))
   "STREAMCRAWL_CONCURRENCY" (toString (int $w.concurrency))
   "STREAMCRAWL_SINK_CONCURRENCY" (toString (int $w.sinkConcurrency))
+  "STREAMCRAWL_MAX_ORIGINS_IN_MEMORY" (toString (int $w.maxOriginsInMemory))
   "STREAMCRAWL_TABLE_MEMORY_MB" (toString (int $w.tableMemoryMb))
   "STREAMCRAWL_SINK_ENABLED" (toString $w.sinkEnabled)
   "STREAMCRAWL_FETCH_ENABLED" (toString $w.fetchEnabled)
