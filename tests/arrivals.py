@@ -1,10 +1,10 @@
 """Kernel arrival times for the test servers' requests (``SO_TIMESTAMPNS``).
 
 A server that stamps a request with ``time.time()`` in its handler stamps it late whenever its
-process waits for a CPU (on the loaded 2-core test machine: up to 0.45 s in the fault test loops), and the
-next gap of that origin then looks short. Here the accepted connections read with ``recvmsg``
-and keep, per read, the time the kernel received the data (``CLOCK_REALTIME``, the clock of
-``time.time()``); a handler takes the arrival of its request's first bytes with
+process waits for a CPU (on the loaded 2-core test machine: up to 0.45 s in the fault test
+loops), and the next gap of that origin then looks short. Here the accepted connections read
+with ``recvmsg`` and keep, per read, the time the kernel received the data (``CLOCK_REALTIME``,
+the clock of ``time.time()``); a handler takes the arrival of its request's first bytes with
 ``arrival(peer)``. On loopback the kernel stamps a segment when the sender's ``send`` hands it
 to the loopback device, so a request's arrival is its start as the crawler wrote it, to within
 the microseconds of a system call (``tests/unit/test_arrivals.py`` measures it).
