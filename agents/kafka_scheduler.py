@@ -41,7 +41,7 @@ from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.netguard import AddressGuard
 from streamcrawl.agents.origin_index import Refill
-from streamcrawl.agents.pipeline import Report, Stages, wait_first
+from streamcrawl.agents.pipeline import Report, Stages
 from streamcrawl.agents.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.state import ORIGINS
 from streamcrawl.schemas.codec import encode
@@ -107,6 +107,7 @@ class FetchService(Service):
         self.loop_alive = 0.0  # last time the dispatch loop ran (health)
         self._inflight: dict[asyncio.Task[Report | None], Dispatch] = {}
         self._publishing: set[asyncio.Task[Report | None]] = set()  # fetched, now publishing
+        self._ended: list[asyncio.Task[Report | None]] = []  # done, not reaped yet
         self._wake = asyncio.Event()
         self._stages: Stages | None = None
 
@@ -288,18 +289,34 @@ class FetchService(Service):
         if d.after is not None:
             self.metrics.politeness_wait.observe(now - d.after)
         assert self._stages is not None
-        self._inflight[asyncio.create_task(self._run(d))] = d
+        task = asyncio.create_task(self._run(d))
+        task.add_done_callback(self._task_ended)
+        self._inflight[task] = d
+
+    def _task_ended(self, task: asyncio.Task[Report | None]) -> None:
+        self._ended.append(task)
+        self._wake.set()
 
     async def _wait(self) -> None:
+        """Sleep until a task ends, a wake-up or the next ready time (at most 1 s).
+
+        Each task wakes the loop from its own done callback: waiting on every task in flight
+        (``asyncio.wait``) added and removed a callback per task at every turn of the loop,
+        O(requests in flight) per page."""
         ready_at = self.scheduler.next_ready_at()
         timeout = 1.0 if ready_at is None else min(1.0, max(0.0, ready_at - time.time()))
         if self._room() <= 0:
             timeout = 1.0  # the next dispatch waits for a task to end or a wake-up, not a time
         self._wake.clear()
-        done = await wait_first(self._inflight, self._wake, timeout)
+        if self._ended:
+            await asyncio.sleep(0)  # still let the other tasks run
+        else:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+        done, self._ended = self._ended, []
         for task in done:
             if task in self._inflight:
-                self._reap(task)  # type: ignore[arg-type]
+                self._reap(task)
 
     def _reap(self, task: asyncio.Task[Report | None]) -> None:
         d = self._inflight.pop(task)

@@ -48,7 +48,7 @@ async def wait_first(
     tasks: Iterable[asyncio.Future[Any]], wake: asyncio.Event, timeout: float | None
 ) -> set[asyncio.Future[Any]]:
     """Wait until one of ``tasks`` ends, ``wake`` is set or ``timeout`` passes (``None``: no
-    limit); returns the tasks that are done. Both wirings' dispatch loops sleep here."""
+    limit); returns the tasks that are done. The embedded dispatch loop sleeps here."""
     waiter = asyncio.ensure_future(wake.wait())
     try:
         done, _ = await asyncio.wait(
