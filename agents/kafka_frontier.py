@@ -155,6 +155,13 @@ class FrontierAgent:
             if value is not None and value.startswith(MARKER):
                 await self._commit(batch, enter)
                 batch = _Batch()
+                log.info(
+                    "catch-up marker at %s/%s@%s",
+                    where.topic,
+                    where.partition,
+                    where.offset,
+                    extra=where.extra(),
+                )
                 self.hook.caught_up(where.partition, value[len(MARKER) :])
                 continue
             enter(where.partition)

@@ -130,6 +130,14 @@ class FetchService(Service):
     def applied(self, origin: str, seq: int, state: OriginState) -> None:
         """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
         if self._active(origin):
+            if self.scheduler.unexpected(origin, seq):  # evidence for issue 13's refetches
+                log.warning(
+                    "outcome of %s seq %d applied after its partition was indexed here but "
+                    "not dispatched here: published late by its previous owner",
+                    origin,
+                    seq,
+                    extra={"origin": origin, "partition": self._owner(origin)},
+                )
             self.scheduler.done(origin, seq, state)
             self._wake.set()
 
@@ -211,12 +219,18 @@ class FetchService(Service):
             self._gated.pop(p, None)
             self._since.pop(p, None)
         self.refill.forget(gone)
+        settling = self.scheduler.settling
         for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
             self.scheduler.forget(origin)
         leaving = [t for t, d in self._inflight.items() if self._owner(d.origin) in gone]
-        if leaving:
-            log.info("revoked partitions %s: %d requests in flight", sorted(gone), len(leaving))
-            await self._finish(leaving, REVOKE_GRACE)
+        if gone:  # published, not applied: the next owner applies them before it dispatches
+            log.info(
+                "revoked partitions %s: %d requests in flight, %d outcomes not applied yet",
+                sorted(gone),
+                len(leaving),
+                settling - self.scheduler.settling,
+            )
+        await self._finish(leaving, REVOKE_GRACE)
 
     def _owner(self, origin: str) -> int:
         return partition_for(origin, self.partitions)

@@ -187,6 +187,18 @@ class Scheduler:
             if origin in self._states:
                 self._push(origin, slot)
 
+    def unexpected(self, origin: str, seq: int) -> bool:
+        """Whether an outcome of ``seq`` is one this scheduler neither dispatched nor has seen
+        applied: a seq at or past the origin's head as last tracked, not in flight, not
+        settling. The wiring logs such an outcome (one published by a previous owner after
+        this one indexed the origin: a refetch of its URL may have started). Unknown origins
+        (not in memory) are never unexpected."""
+        state = self._states.get(origin)
+        slot = self.slots.get(origin)
+        if state is None or slot is None or seq < state.head:
+            return False
+        return seq not in slot.in_flight and seq not in slot.settling
+
     def hold(self, origin: str, until: float) -> None:
         """Start nothing for ``origin`` before ``until`` (kept in memory only: the wiring could
         not publish, so nothing durable can say it)."""

@@ -120,14 +120,20 @@ class Figures:
     # how late the server's handler ran after the kernel received the request, at most: the
     # error of the arrival times the servers logged before (handler time.time())
     handler_lag: float
-    # up to 20 refetched requests as [origin, path, kernel arrival times], to find their cause
-    # in the workers' logs (kept with a failed run's basetemp)
-    refetch_samples: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
+    # up to 20 refetched requests as [origin, path, kernel arrival times, the URL's attempts and
+    # last error in url_status], to find their cause in the workers' logs (kept with a failed
+    # run's basetemp): attempts 1 means the frontier never learnt of the first fetch (an
+    # outcome not applied before the new owner dispatched), 2+ a retry
+    refetch_samples: tuple[tuple[str, str, tuple[float, ...], int | None, str | None], ...] = ()
 
 
 def crawl_figures(cluster: Cluster, servers: list[RemoteServer], urls: int) -> Figures:
     states = cluster.states()
     fetched = collections.Counter(states.values())["fetched"]
+    tries = {
+        r.url: (r.attempts, r.last_error)
+        for r in cluster.query("SELECT url, attempts, last_error FROM {ks}.url_status")
+    }
     refetched, lag = 0, 0.0
     gaps, samples = [], []
     for srv in servers:
@@ -137,7 +143,8 @@ def crawl_figures(cluster: Cluster, servers: list[RemoteServer], urls: int) -> F
         for path, n in collections.Counter(paths).items():
             if n > 1 and len(samples) < 20:
                 times = tuple(round(r.t, 3) for r in log if r.path == path)
-                samples.append((srv.origin, path, times))
+                attempts, error = tries.get(srv.url(path), (None, None))
+                samples.append((srv.origin, path, times, attempts, error))
         arrivals = sorted(r.t for r in log)
         gaps.append(min(b - a for a, b in itertools.pairwise(arrivals)))
         lag = max(lag, *(r.handled - r.t for r in log))

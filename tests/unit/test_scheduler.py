@@ -175,3 +175,20 @@ def test_settling_counts_fetched_outcomes_until_applied_or_forgotten() -> None:
         if d.origin == A:
             finish(sched, store, r, f, d, 0.0)
     assert sched.settling == 0
+
+
+def test_an_outcome_this_scheduler_never_dispatched_is_unexpected() -> None:
+    """A seq at or past the head that is neither in flight nor settling was dispatched
+    elsewhere (a previous owner's outcome, published late); one in flight, settling or already
+    applied (a replay) is not."""
+    sched, store, r, f = setup(n=3, delay=0.0)
+    first = next(d for d in sched.take(0.0, 10) if d.origin == A)
+    assert not sched.unexpected(A, first.seq)  # in flight
+    sched.fetched(A, first.seq, 0.0)
+    assert not sched.unexpected(A, first.seq)  # settling
+    assert sched.unexpected(A, first.seq + 1)  # queued, never dispatched here
+    finish(sched, store, r, f, first, 0.0)
+    assert not sched.unexpected(A, first.seq)  # applied: a replay of it is expected
+    assert not sched.unexpected("http://c.test", 0)  # an origin not in memory
+    sched.forget(B)
+    assert not sched.unexpected(B, 0)
