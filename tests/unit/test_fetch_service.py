@@ -216,3 +216,35 @@ async def test_an_origin_whose_reports_cannot_be_sent_at_all_is_held_back() -> N
     await _run_for(svc, 3.5)
     # Held 2 s, then 4 s: two fetches in 3.5 s, not one per loop turn.
     assert len(stages.runs) == 2
+
+
+def test_the_default_unapplied_bound_is_not_below_its_floor() -> None:
+    # 4 x concurrency alone (256 at the default 64) capped a politeness-bound crawl of many
+    # origins at bound / apply latency (bench: 111 pages/s of an ideal 512).
+    from streamcrawl.agents import kafka_scheduler
+
+    assert kafka_scheduler.MIN_MAX_UNAPPLIED == 1024
+    assert _default_bound(64) == 1024
+    assert _default_bound(512) == 2048
+
+
+def _default_bound(concurrency: int) -> int:
+    store, rules = _twenty_urls()
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        return None
+
+    async def mark(partition: int, value: bytes) -> None:
+        return None
+
+    svc = FetchService(
+        store=store,
+        view=View(rules),  # type: ignore[arg-type]
+        publish=publish,
+        mark=mark,
+        unstick=lambda p: None,
+        metrics=Metrics(),
+        partitions=4,
+        concurrency=concurrency,
+    )
+    return svc.max_unapplied
