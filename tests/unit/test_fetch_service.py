@@ -134,7 +134,9 @@ async def test_reports_still_publishing_count_against_max_unapplied() -> None:
         await asyncio.gather(loop, return_exceptions=True)
 
 
-def _service(store: TableStore, rules: CrawlRules, publish: object) -> FetchService:
+def _service(
+    store: TableStore, rules: CrawlRules, publish: object, concurrency: int = 8
+) -> FetchService:
     async def mark(partition: int, value: bytes) -> None:
         return None
 
@@ -146,7 +148,7 @@ def _service(store: TableStore, rules: CrawlRules, publish: object) -> FetchServ
         unstick=lambda p: None,
         metrics=Metrics(),
         partitions=4,
-        concurrency=8,
+        concurrency=concurrency,
     )
     svc.owned = {partition_for(ORIGIN, 4)}
     return svc
@@ -230,21 +232,4 @@ def test_the_default_unapplied_bound_is_not_below_its_floor() -> None:
 
 def _default_bound(concurrency: int) -> int:
     store, rules = _twenty_urls()
-
-    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
-        return None
-
-    async def mark(partition: int, value: bytes) -> None:
-        return None
-
-    svc = FetchService(
-        store=store,
-        view=View(rules),  # type: ignore[arg-type]
-        publish=publish,
-        mark=mark,
-        unstick=lambda p: None,
-        metrics=Metrics(),
-        partitions=4,
-        concurrency=concurrency,
-    )
-    return svc.max_unapplied
+    return _service(store, rules, None, concurrency).max_unapplied
