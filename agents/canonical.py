@@ -43,7 +43,8 @@ any difference not in this list):
   a raw character and its escape (``|`` and ``%7C``: browsers leave some raw that RFC 3986 does
   not allow), a trailing dot of a host, the fragment, tracking parameters, the query order.
 
-Speed: ``Canonicalizer`` adds a (base, href) LRU in front, and hosts are memoised
+Speed: ``Canonicalizer`` adds a (base, href) LRU in front (a page's hrefs keyed by what they
+depend on: nothing, the origin, or the folder of the base), and hosts are memoised
 (``bench/micro_canonical.py``; rows in ``bench/notes/issue15-findings.md``).
 """
 
@@ -242,17 +243,45 @@ class Canonicalizer:
         invalid or unsupported one. Not deduplicated."""
         lookup = self._lookup
         page = lookup(base, None)
-        # An absolute href ignores the base and a root-relative one only needs the base's origin:
-        # keying them so shares cache entries across all pages of a site.
-        root = page.origin + "/" if isinstance(page, Canonical) else base
+        # An absolute href ignores the base, a root-relative one only needs the base's origin
+        # and a path-relative one the base's folder: keying them so shares cache entries
+        # across all pages of a site (of a folder), instead of a miss per page.
+        root, folder = (
+            (page.origin + "/", _folder(base)) if isinstance(page, Canonical) else (base, None)
+        )
         for href in hrefs:
             if href.startswith(("http://", "https://")):
                 result = lookup(href, None)
             elif href[:1] == "/":
                 result = lookup(href, root)
+            elif folder is not None and _path_relative(href):
+                result = lookup(href, folder)
             else:
                 result = lookup(href, base)
             yield None if isinstance(result, str) else result
+
+
+def _folder(base: str) -> str | None:
+    """The http(s) ``base`` as the WHATWG parser serializes it, up to its path's last "/"
+    (no query, no fragment); ``None`` if the parser rejects it."""
+    try:
+        url = resolve(base)
+    except InvalidURL:
+        return None
+    # Serialized, "?" and "#" only start the query and the fragment (the path escapes them).
+    url = url.partition("#")[0].partition("?")[0]
+    return url[: url.rfind("/") + 1]
+
+
+def _path_relative(href: str) -> bool:
+    """Whether the WHATWG parser resolves ``href`` against its (http(s)) base's folder alone,
+    as a path-relative reference: it does not start with "/", "\\", "?", "#" (nor with a
+    control or space, which the parser strips first), and it has no scheme (no ":" before a
+    "/"; a ":" anywhere else is taken as a scheme, to be safe)."""
+    if href[:1] <= " " or href[0] in "/\\?#":
+        return False
+    colon = href.find(":")
+    return colon == -1 or "/" in href[:colon]
 
 
 def _split(url: str) -> tuple[str | None, str | None, str, str | None]:

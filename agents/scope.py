@@ -22,6 +22,11 @@
    ``"trap:calendar"`` (a calendar page far from the current year); see ``agents/traps.py``.
 
 ``max_pages`` is not checked here: the frontier counts pages.
+
+Every rule but ``"depth"`` depends on the URL alone (and, for the calendar, on the current
+year), and a URL is checked once per page that links it (``agents/outlinks.py``) and again when
+the frontier admits it: those reasons are kept per URL in a bounded LRU (``CACHED_URLS``),
+emptied when the year changes.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from __future__ import annotations
 import datetime
 import functools
 import ipaddress
+import time
 from collections import Counter
+from collections.abc import Callable
 
 from publicsuffixlist import PublicSuffixList
 
@@ -38,6 +45,8 @@ from streamcrawl.agents.errors import ConfigError, InvalidURL
 from streamcrawl.agents.patterns import UrlPattern, compile_patterns
 from streamcrawl.agents.traps import calendar_out_of_range, session_in_path
 from streamcrawl.schemas.records import CrawlPolicy
+
+CACHED_URLS = 32768  # URLs whose depth-free scope reason a Scope remembers
 
 
 @functools.cache
@@ -75,6 +84,7 @@ class Scope:
     """The compiled scope rules of one crawl (see the module docstring for the rules)."""
 
     __slots__ = (
+        "_clock",
         "_domains",
         "_exclude",
         "_include",
@@ -82,7 +92,10 @@ class Scope:
         "_max_path_depth",
         "_max_repeats",
         "_max_url_length",
+        "_reason",
         "_sites",
+        "_year",
+        "_year_span",
     )
 
     def __init__(
@@ -96,7 +109,9 @@ class Scope:
         max_url_length: int = 2048,
         max_path_depth: int = 32,
         max_segment_repeats: int = 3,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock``: epoch seconds, for the calendar rule's current year (tests)."""
         self._sites = sites
         self._domains = domains
         self._include = include
@@ -105,6 +120,10 @@ class Scope:
         self._max_url_length = max_url_length
         self._max_path_depth = max_path_depth
         self._max_repeats = max_segment_repeats
+        self._clock = clock
+        self._year = 0
+        self._year_span = (0.0, 0.0)  # [start, end) of self._year in epoch seconds
+        self._reason = functools.lru_cache(maxsize=CACHED_URLS)(self._url_reason)
 
     @classmethod
     def from_policy(cls, policy: CrawlPolicy) -> Scope:
@@ -133,14 +152,32 @@ class Scope:
 
     def check(self, url: str, depth: int) -> str | None:
         """``None`` when the canonical ``url`` at ``depth`` is in scope, else the reason."""
+        now = self._clock()
+        if not self._year_span[0] <= now < self._year_span[1]:
+            self._new_year(now)
+        reason = self._reason(url)
+        if reason == "host":
+            return reason
+        if self._max_depth is not None and depth > self._max_depth:
+            return "depth"
+        return reason
+
+    def _new_year(self, now: float) -> None:
+        """The calendar rule's window moved (or was never set): forget every cached reason."""
+        year = datetime.datetime.fromtimestamp(now, datetime.UTC).year
+        start = datetime.datetime(year, 1, 1, tzinfo=datetime.UTC).timestamp()
+        end = datetime.datetime(year + 1, 1, 1, tzinfo=datetime.UTC).timestamp()
+        self._year, self._year_span = year, (start, end)
+        self._reason.cache_clear()
+
+    def _url_reason(self, url: str) -> str | None:
+        """Every rule of ``check`` except ``"depth"``, in the same order, for this year."""
         start = url.find("://") + 3
         slash = url.find("/", start)
         if slash == -1:
             slash = len(url)
         if not self._host_allowed(url[start:slash]):
             return "host"
-        if self._max_depth is not None and depth > self._max_depth:
-            return "depth"
         if any(pattern.search(url) for pattern in self._exclude):
             return "exclude"
         if self._include and not any(pattern.search(url) for pattern in self._include):
@@ -151,13 +188,9 @@ class Scope:
         trap = self._path_trap(path)
         if trap is None and session_in_path(path):
             trap = "trap:session_id"
-        if trap is None and calendar_out_of_range(path, query, self._year()):
+        if trap is None and calendar_out_of_range(path, query, self._year):
             trap = "trap:calendar"
         return trap
-
-    @staticmethod
-    def _year() -> int:
-        return datetime.datetime.now(datetime.UTC).year
 
     def _host_allowed(self, authority: str) -> bool:
         host = authority

@@ -72,8 +72,10 @@ def session_in_path(path: str) -> bool:
 def calendar_out_of_range(path: str, query: str, year: int) -> bool:
     """The URL is a calendar page for a year outside the window around ``year``."""
     years = [m.group(1) or m.group(2) for m in _QUERY_DATE.finditer(query)] if query else []
-    match = _PATH_DATE.search(path)
-    if match is not None:
-        years.append(match.group(1))
+    # _PATH_DATE ends in a digit, then at most one "/": most paths fail this without a search.
+    if path[-2:].rstrip("/")[-1:].isdigit():
+        match = _PATH_DATE.search(path)
+        if match is not None:
+            years.append(match.group(1))
     low, high = year - CALENDAR_PAST_YEARS, year + CALENDAR_FUTURE_YEARS
     return any(not low <= int(y) <= high for y in years)

@@ -357,3 +357,55 @@ def test_links_dedupes_variants(url: str) -> None:
         return
     variants = [url, first.url, first.url + "#frag", " " + url + "\n", url]
     assert Canonicalizer().links(variants, "http://base.example/") == [first]
+
+
+# Pages whose base has a query, a fragment, a folder, a file, dot segments, a backslash, an
+# escaped or uppercase part, a default port: each() keys path-relative hrefs by the folder.
+_BASES = [
+    "http://example.com/a/b/c.html?q=/x/y#/frag/z",
+    "http://EXAMPLE.com:80/a/./b/../c/",
+    "https://e.com/a%2fb/c%7E/d?x",
+    "http://e.com\\\\a\\\\b",
+    "http://e.com",
+    "http://e.com/a;p=1/b;q",
+    "http://e.com/%2e%2E/x/y",
+    "https://[::1]:8443/x/y/",
+]
+_HREFS = st.one_of(
+    _chars,
+    st.sampled_from(
+        [
+            *("", "?q", "#f", " x", "\tx", "x\ty", "\\x", "a:b", "a/b:c", "p.html?x#y", "..", "."),
+            *("./", "http:?q", "http:", "HTTP:#x", "https:?q", "http:x"),
+        ]
+    ),
+    st.builds(lambda a, b: a + b, st.sampled_from(["", "./", "../", "x/", "a:", "?", "#"]), _chars),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_HREFS, max_size=8), st.sampled_from(_BASES))
+def test_each_equals_canonicalize_against_the_page(hrefs: list[str], base: str) -> None:
+    # Shared across examples, so that an href resolved against one page's folder is served
+    # from the cache to another page: it must be the same URL the full base gives.
+    got = list(_each.each(hrefs, base))
+    assert got == [_maybe(href, base) for href in hrefs]
+
+
+_each = Canonicalizer(cache_size=4096)
+
+
+def test_each_resolves_against_the_folder_not_the_file() -> None:
+    canon = Canonicalizer()
+    first = list(canon.each(["p.html", "?x", "../q"], "http://e.com/a/b/one.html?s=/t"))
+    again = list(canon.each(["p.html", "?x", "../q"], "http://e.com/a/b/two.html"))
+    assert [c.url if c else None for c in first] == [
+        "http://e.com/a/b/p.html",
+        "http://e.com/a/b/one.html?x",
+        "http://e.com/a/q",
+    ]
+    assert [c.url if c else None for c in again] == [
+        "http://e.com/a/b/p.html",
+        "http://e.com/a/b/two.html?x",
+        "http://e.com/a/q",
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -144,3 +145,29 @@ def test_registrable_domain(host: str, expected: str | None) -> None:
 def test_bad_policy_is_a_config_error(fields: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         scope(**fields)
+
+
+def test_cached_reasons_keep_the_depth_rule_and_its_order() -> None:
+    # The reasons are cached per URL without the depth: the depth must still be checked after
+    # the host and before every other rule, whatever depth the URL was first checked at.
+    s = scope(max_depth=2, exclude=("/private",))
+    for _ in range(2):  # the second pass is served from the cache
+        assert s.check("https://example.com/private/a", 1) == "exclude"
+        assert s.check("https://example.com/private/a", 3) == "depth"
+        assert s.check("https://example.org/private/a", 3) == "host"
+        assert s.check("https://example.com/a", 3) == "depth"
+        assert s.check("https://example.com/a", 2) is None
+
+
+def test_cached_calendar_reasons_move_with_the_year() -> None:
+    # A calendar page of 2021 is inside the window in 2026 (five years back) and outside it
+    # from 2027 on: a cache that outlives the year would keep calling it in scope.
+    now = [datetime.datetime(2026, 12, 31, 23, 59, tzinfo=datetime.UTC).timestamp()]
+    s = Scope(sites=frozenset({"example.com"}), clock=lambda: now[0])
+    url = "https://example.com/cal/2021-05"
+    assert s.check(url, 0) is None
+    assert s.check(url, 0) is None
+    now[0] += 120  # 2027-01-01
+    assert s.check(url, 0) == "trap:calendar"
+    now[0] -= 120  # a clock set back
+    assert s.check(url, 0) is None
