@@ -12,12 +12,12 @@ has applied the outcome and calls ``applied`` back with the new origin state. Un
 URL stays at its queue head (skipped by the scheduler), so a crash refetches it
 (at-least-once); a report that could not be published frees the slot with the URL still queued.
 
-Ownership follows the consumer group: ``rebuild`` after table recovery for the partitions newly
-owned (each origin waits one delay first: the previous owner may just have fetched it; at most
-``max_origins`` origins in memory, the others found in the table later by
-``agents.origin_index.Refill``), and
-``revoke`` before a partition leaves: stop dispatching its origins, give their requests
-``REVOKE_GRACE`` seconds, abandon the rest (their URLs stay at the queue heads).
+Ownership follows the consumer group (``agents.kafka_ownership``): ``revoke`` before a partition
+leaves (stop dispatching its origins, give their requests ``REVOKE_GRACE`` seconds, abandon the
+rest: their URLs stay at the queue heads), ``assigned`` with the new assignment, ``rebuild``
+after table recovery for the partitions newly owned (a catch-up marker first; then each origin
+waits one delay: the previous owner may just have fetched it; at most ``max_origins`` origins
+in memory, the others found in the table later by ``agents.origin_index.Refill``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -35,8 +34,9 @@ from mode import Service
 
 from streamcrawl.agents.fetch import make_session
 from streamcrawl.agents.kafka_control import SharedView
-from streamcrawl.agents.kafka_frontier import MARKER, Publisher
+from streamcrawl.agents.kafka_frontier import Publisher
 from streamcrawl.agents.kafka_messages import report_messages
+from streamcrawl.agents.kafka_ownership import Ownership, send_marker
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.netguard import AddressGuard
@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 # The smallest default bound on fetched-but-unapplied URLs (see ``FetchService.__init__``).
 MIN_MAX_UNAPPLIED = 1024
 
-MARKER_PATIENCE = 10.0  # seconds before a catch-up marker that has not come back is resent
-MARKER_ATTEMPTS = 30
 REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the rebalance)
 STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
 PUBLISH_HOLD_MAX = 60.0  # longest an origin is held back after its report could not be sent
@@ -91,7 +89,7 @@ class FetchService(Service):
         self.publish = publish
         self.mark = mark  # sends a value to one partition of ``outcomes``
         self.unstick = unstick  # makes the consumer fetch one partition's inputs again
-        self._gated: dict[int, bytes] = {}  # owned partitions waiting for their marker
+        self.own = Ownership()
         self.metrics = metrics
         self.partitions = partitions
         self.concurrency = concurrency
@@ -109,8 +107,6 @@ class FetchService(Service):
         self._publish_errors = 0  # consecutive reports that could not be published at all
         self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
         self.refill = Refill(lambda: store.walk(ORIGINS), self.scheduler, partitions)
-        self._since: dict[int, float] = {}  # owned partition -> when its origins were indexed
-        self.owned: set[int] = set()
         self.stopping = False
         self.loop_alive = 0.0  # last time the dispatch loop ran (health)
         self._inflight: dict[asyncio.Task[Report | None], Dispatch] = {}
@@ -125,9 +121,12 @@ class FetchService(Service):
 
     def _since_of(self, partition: int) -> float | None:
         """When the origins of ``partition`` were indexed here; None: not dispatched here."""
-        if partition in self.owned and partition not in self._gated:
-            return self._since.get(partition, 0.0)
-        return None
+        return self.own.since_of(partition)
+
+    @property
+    def owned(self) -> set[int]:
+        """The partitions this worker owns (dispatched once caught up)."""
+        return self.own.owned
 
     def admitted(self, state: OriginState) -> None:
         """URLs were queued for ``state.origin`` (an origin of a partition we own)."""
@@ -150,65 +149,44 @@ class FetchService(Service):
             self._wake.set()
 
     # -- ownership ------------------------------------------------------------------------------
+    def assigned(self, partitions: set[int]) -> None:
+        """The group's new assignment is ``partitions`` (their tables not recovered yet)."""
+        self.own.assigned(partitions)
+
     def rebuild(self, partitions: set[int]) -> None:
         """Take ownership of ``partitions`` (tables recovered): for each newly owned one, send a
         catch-up marker to its ``outcomes`` partition; its origins are indexed when the marker
         comes back (``caught_up``), i.e. once the outcomes already in flight were applied.
+        Ignored unless ``partitions`` is the current assignment (a recovery of an earlier
+        generation, see ``agents.kafka_ownership``); owned partitions it does not name are
+        dropped as on a revoke.
         """
-        new = partitions - self.owned
-        self.owned = set(partitions)
-        for p in new:
-            token = uuid.uuid4().hex.encode()
-            self._gated[p] = token
-            self.add_future(self._send_marker(p, token))
-
-    async def _send_marker(self, partition: int, token: bytes) -> None:
-        """Send the marker; if it has not come back after ``MARKER_PATIENCE`` seconds, ask the
-        consumer to fetch the partition again (``unstick``) and send a new one.
-
-        Seen after a ``kill -9`` failover: Faust 0.15 sometimes never delivers one newly
-        assigned partition to the frontier agent, and nothing of that partition is applied.
-        """
-        for attempt in range(MARKER_ATTEMPTS):
-            if self._gated.get(partition) != token:
-                return  # caught up, or revoked meanwhile
-            try:
-                await self.mark(partition, MARKER + token)
-            except Exception:  # retried below; a later rebalance also sends a new marker
-                log.exception(
-                    "cannot send the catch-up marker to partition %s",
-                    partition,
-                    extra={"partition": partition},
-                )
-            await asyncio.sleep(MARKER_PATIENCE)
-            if self._gated.get(partition) == token:
-                log.warning(
-                    "catch-up marker of partition %s not back after %.0f s (attempt %d): "
-                    "resuming the partition's fetch and sending it again",
-                    partition,
-                    MARKER_PATIENCE,
-                    attempt + 1,
-                    extra={"partition": partition},
-                )
-                self.unstick(partition)
+        plan = self.own.recovered(partitions)
+        if plan is None:
+            log.warning(
+                "table recovery of partitions %s ignored: not the current assignment (%s)",
+                sorted(partitions),
+                "a rebalance is under way" if self.own.assignment is None else self.own.assignment,
+            )
+            return
+        if plan.drop:
+            log.warning("partitions %s left without a revoke: dropped", sorted(plan.drop))
+            self._forget(plan.drop)
+        for p, token in plan.gate.items():
+            self.add_future(send_marker(self.own, p, token, self.mark, self.unstick))
 
     def caught_up(self, partition: int, token: bytes) -> None:
         """Our marker came back through the frontier agent: index the partition's origins."""
-        if self._gated.get(partition) != token:
-            return  # another worker's marker, or one from an earlier assignment
-        del self._gated[partition]
-        self._index({partition})
+        if self.own.caught_up(partition, token, time.time()):
+            self._index({partition})
 
     def _index(self, new: set[int]) -> None:
         """Index the origins with queued URLs of ``new`` partitions, as many as fit: the first
         slice now, the rest turn by turn in the dispatch loop (``Refill``).
 
-        Each is treated as fetched now unless its state says later: the previous owner may
-        have started a request just before the rebalance.
+        Each is treated as fetched now (``Ownership.since``) unless its state says later: the
+        previous owner may have started a request just before the rebalance.
         """
-        now = time.time()
-        for p in new:
-            self._since[p] = now
         self.refill.restart()
         count = self.refill.run(self._since_of, REFILL_ROWS, until_full=True)
         log.info(
@@ -221,24 +199,26 @@ class FetchService(Service):
 
     async def revoke(self, partitions: set[int]) -> None:
         """Stop dispatching the origins of ``partitions``; finish or abandon their requests."""
-        gone = partitions & self.owned
-        self.owned -= gone
-        for p in gone:
-            self._gated.pop(p, None)
-            self._since.pop(p, None)
-        self.refill.forget(gone)
-        settling = self.scheduler.settling
-        for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
-            self.scheduler.forget(origin)
+        gone = self.own.revoke(partitions)
+        settling = self._forget(gone)
         leaving = [t for t, d in self._inflight.items() if self._owner(d.origin) in gone]
         if gone:  # published, not applied: the next owner applies them before it dispatches
             log.info(
                 "revoked partitions %s: %d requests in flight, %d outcomes not applied yet",
                 sorted(gone),
                 len(leaving),
-                settling - self.scheduler.settling,
+                settling,
             )
         await self._finish(leaving, REVOKE_GRACE)
+
+    def _forget(self, gone: set[int]) -> int:
+        """Drop the origins of ``gone`` partitions from memory; how many of their outcomes were
+        published but not applied (their next owner applies them before it dispatches)."""
+        self.refill.forget(gone)
+        settling = self.scheduler.settling
+        for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
+            self.scheduler.forget(origin)
+        return settling - self.scheduler.settling
 
     def _owner(self, origin: str) -> int:
         return partition_for(origin, self.partitions)
@@ -267,6 +247,12 @@ class FetchService(Service):
     async def on_stop(self) -> None:
         self.stopping = True
         self._wake.set()
+        if self.owned:
+            log.info(
+                "stopping with partitions %s: %d requests in flight",
+                sorted(self.owned),
+                len(self._inflight),
+            )
         await self._finish(list(self._inflight), STOP_GRACE)
         if self._stages is not None:
             await self._stages.session.close()

@@ -35,8 +35,11 @@ GUARANTEES = (
 )
 
 
-def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, float, list[dict]]:
-    """One pytest run of ``test``: passed?, seconds, the fault figures it recorded."""
+def run_one(
+    test: str, logs: Path, index: int, timeout: float, keep: bool = False
+) -> tuple[bool, float, list[dict]]:
+    """One pytest run of ``test``: passed?, seconds, the fault figures it recorded. ``keep``:
+    keep a passed run's directory (the workers' logs) too."""
     started = time.monotonic()
     name = test.rpartition("::")[2]
     basetemp = logs / f"{name}.{index}"
@@ -52,7 +55,7 @@ def run_one(test: str, logs: Path, index: int, timeout: float) -> tuple[bool, fl
         ok, output = done.returncode == 0, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
         ok, output = False, f"timed out after {timeout} s\n{exc.stdout or ''}"
-    if ok:
+    if ok and not keep:
         shutil.rmtree(basetemp, ignore_errors=True)
     else:
         (logs / f"{name}.{index}.log").write_text(str(output))
@@ -69,6 +72,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("loop-tests.json"))
     ap.add_argument("--logs", type=Path, default=Path("loop-tests-logs"))
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    ap.add_argument("--keep", action="store_true", help="keep passed runs' directories too")
     args = ap.parse_args()
     tests = args.test or list(GUARANTEES)
     args.logs.mkdir(parents=True, exist_ok=True)
@@ -77,7 +81,7 @@ def main() -> int:
     figures: dict[str, list[dict]] = {t: [] for t in tests}
     for index in range(args.runs):
         for test in tests:
-            ok, took, found = run_one(test, args.logs, index, args.timeout)
+            ok, took, found = run_one(test, args.logs, index, args.timeout, args.keep)
             results[test].append(ok)
             seconds[test] += took
             figures[test] += found

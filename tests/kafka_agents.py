@@ -132,7 +132,9 @@ class AgentsCrawl:
         consumer = asyncio.create_task(self._consume())
         await self.service.start()
         try:
-            self.service.rebuild(set(range(self.partitions)))  # markers first, as on assignment
+            every = set(range(self.partitions))
+            self.service.assigned(every)  # the group's assignment, then its tables recovered:
+            self.service.rebuild(every)  # markers first
             await self._seed()
             await self._wait_idle(consumer, timeout)
         finally:

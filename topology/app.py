@@ -199,9 +199,15 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     async def on_revoked(_app: Any, revoked: set[TP], **_: Any) -> None:
         await fetcher.revoke({tp.partition for tp in revoked if tp.topic == frontier_topic})
 
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
+    async def on_assigned(_app: Any, assigned: set[TP], **_: Any) -> None:
+        # Sent before the recovery of this generation starts: its assignment.
+        fetcher.assigned({tp.partition for tp in assigned if tp.topic == frontier_topic})
+
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def on_recovered(_app: Any, **_: Any) -> None:
-        # Sent by Faust once table recovery finished: the tables are complete now.
+        # Sent by Faust once table recovery finished: the tables are complete now (or a
+        # recovery of an earlier generation ended: FetchService.rebuild ignores that one).
         fetcher.rebuild(owned())
 
     probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings), frontier_topic)

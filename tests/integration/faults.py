@@ -91,6 +91,17 @@ def generations(cluster: Cluster) -> dict[int, float]:
     return found
 
 
+# FetchService.revoke and .on_stop: what a worker had in flight when partitions left it
+LEFT = re.compile(rb"(?:revoked|stopping with) partitions \[[0-9, ]*\]: (\d+) requests in flight")
+
+
+def in_flight_at_revokes(cluster: Cluster) -> int:
+    """Requests the workers had in flight when partitions left them (a revoke, or a worker
+    stopping), summed over every worker's log: the most a graceful rebalance may refetch.
+    Each waits for them, so only one abandoned after its grace can be fetched again."""
+    return sum(int(n) for log in cluster.tmp.glob("*.log") for n in LEFT.findall(log.read_bytes()))
+
+
 def requested(servers: Iterable[RemoteServer]) -> int:
     """Page requests the servers received so far (robots.txt not counted)."""
     return sum(len(page_requests(s)) for s in servers)
@@ -170,7 +181,7 @@ def check_crawl(
     servers: list[RemoteServer],
     pages: int,
     delay: float,
-    in_flight: int | None,
+    in_flight: int | Callable[[], int] | None,
     timeout: float = 180,
     **extra: float,
 ) -> Figures:
@@ -179,15 +190,18 @@ def check_crawl(
 
     ``in_flight``: the requests that can have been in flight at the fault (per-origin
     concurrency 1: one per origin the fault touched), the bound on refetches; ``None``: the
-    refetches are recorded, not bounded."""
+    refetches are recorded, not bounded; a callable: the bound read once the crawl ended (e.g.
+    ``in_flight_at_revokes``, from the workers' logs)."""
     urls = pages * len(servers)
     states = cluster.wait_states(urls, timeout=timeout)
     figures = crawl_figures(cluster, servers, urls)
-    record(figures, extra)
+    if callable(in_flight):
+        in_flight = in_flight()
+    record(figures, {**extra, "in_flight": in_flight if in_flight is not None else -1})
     assert collections.Counter(states.values()) == {"fetched": urls}, figures  # 0 lost
     assert figures.lost == 0 and figures.duplicates == 0, figures
     assert len(cluster.rows("url_status")) == urls, figures
-    assert in_flight is None or figures.refetched <= in_flight, figures
+    assert in_flight is None or figures.refetched <= in_flight, (in_flight, figures)
     assert figures.min_gap_crawler >= delay, figures
     assert figures.min_gap >= delay, figures  # kernel arrival times: no slack
     every_page = {page_path(i) for i in range(pages)}

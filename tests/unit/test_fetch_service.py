@@ -88,7 +88,7 @@ async def test_dispatch_pauses_at_max_unapplied_and_resumes_when_applied() -> No
     )
     stages = Stages()
     svc._stages = stages  # type: ignore[assignment]
-    svc.owned = {partition_for(ORIGIN, 4)}
+    svc.own.owned = {partition_for(ORIGIN, 4)}
     svc.scheduler.track(load_origin(store, ORIGIN))
     loop = asyncio.create_task(svc._dispatch_loop())
     try:
@@ -150,7 +150,7 @@ def _service(
         partitions=4,
         concurrency=concurrency,
     )
-    svc.owned = {partition_for(ORIGIN, 4)}
+    svc.own.owned = {partition_for(ORIGIN, 4)}
     return svc
 
 

@@ -57,7 +57,7 @@ def test_assignment_indexes_at_most_the_bound(bound: int | None, held: int) -> N
     r = rules()
     store = store_with(2, r)
     svc = service(store, r, bound)
-    svc.owned = {0}
+    svc.own.owned = {0}
     svc._index({0})
     assert len(svc.scheduler) == held
     assert svc.scheduler.overflow is (bound is not None)
