@@ -146,7 +146,12 @@ def canonicalize(
     the module docstring), or a result longer than ``options.max_length``.
     ``canonicalize(canonicalize(u).url)`` equals ``canonicalize(u)``.
     """
-    scheme, authority, path, query = _split(resolve(url, base))
+    return _crawl_key(resolve(url, base), options)
+
+
+def _crawl_key(resolved: str, options: CanonicalOptions) -> Canonical:
+    """The crawl rules (layer 2 of the module docstring) on a URL ``resolve`` returned."""
+    scheme, authority, path, query = _split(resolved)
     if scheme not in _DEFAULT_PORTS:
         raise InvalidURL(f"unsupported scheme {scheme!r} (only http and https are crawled)")
     origin = _origin(scheme, authority)
@@ -195,7 +200,9 @@ class Canonicalizer:
     """Fast path used per page: ``canonicalize`` with fixed options behind a bounded LRU cache.
 
     Cached results are exactly those of the module function; invalid URLs are cached too (as their
-    reason, re-raised as a fresh ``InvalidURL``).
+    reason, re-raised as a fresh ``InvalidURL``). Behind the (href, base) cache, a smaller one
+    keyed by the resolved URL applies the crawl rules once per URL a page links, however many
+    spellings and pages link it.
     """
 
     __slots__ = ("_lookup", "options")
@@ -203,9 +210,17 @@ class Canonicalizer:
     def __init__(self, options: CanonicalOptions = DEFAULT_OPTIONS, cache_size: int = 65536):
         self.options = options
 
+        def key_of(resolved: str) -> Canonical | str:
+            try:
+                return _crawl_key(resolved, options)
+            except InvalidURL as exc:
+                return str(exc)
+
+        crawl_key = functools.lru_cache(maxsize=max(1, cache_size // 4))(key_of)
+
         def compute(url: str, base: str | None) -> Canonical | str:
             try:
-                return canonicalize(url, base, options)
+                return crawl_key(resolve(url, base))
             except InvalidURL as exc:
                 return str(exc)
 
@@ -261,6 +276,7 @@ class Canonicalizer:
             yield None if isinstance(result, str) else result
 
 
+@functools.lru_cache(maxsize=1024)  # a page's base, asked for by each of its link lists
 def _folder(base: str) -> str | None:
     """The http(s) ``base`` as the WHATWG parser serializes it, up to its path's last "/"
     (no query, no fragment); ``None`` if the parser rejects it."""

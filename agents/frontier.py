@@ -53,8 +53,26 @@ def admitted_key(crawl_id: str) -> bytes:
 
 
 def load_origin(store: Store | Changes, origin: str) -> OriginState:
-    raw = store.get(origin_key(origin))
+    """The origin's state, the caller's to change (a fresh object: from an overlay, a copy of
+    the state it decoded or was given once, see ``store_origin``)."""
+    key = origin_key(origin)
+    if isinstance(store, Changes):
+        state = store.load(key, _decode_origin)
+        return OriginState(origin=origin) if state is None else _copy(state)
+    raw = store.get(key)
     return OriginState(origin=origin) if raw is None else _decode_origin(raw)
+
+
+def store_origin(ch: Changes, st: OriginState) -> None:
+    """Write ``st``; the overlay keeps a copy, so changes the caller makes later stay out."""
+    ch.put(origin_key(st.origin), _encode(st), decoded=_copy(st))
+
+
+def _copy(st: OriginState) -> OriginState:
+    # Queue entries are frozen: copying the containers makes a state nobody else changes.
+    return msgspec.structs.replace(
+        st, inline=list(st.inline), done=list(st.done), patched=dict(st.patched)
+    )
 
 
 def admitted_count(store: Store | Changes, crawl_id: str) -> int:
@@ -90,7 +108,7 @@ class Admission:
     misrouted: dict[str, list[UrlRef]] = field(default_factory=dict)
     duplicates: int = 0
     invalid: int = 0
-    state: OriginState | None = None
+    state: OriginState | None = None  # the origin's state after the batch; None: not read
 
 
 @dataclass
@@ -142,7 +160,9 @@ class Frontier:
         Kafka agent, in its partition's counts record), else it is ``admitted_key``.
         """
         result = Admission()
-        st = load_origin(ch, batch.origin)
+        # Loaded only once a URL needs it: a batch of links seen before (most of them, once a
+        # crawl is under way) neither reads nor decodes its origin's record.
+        st: OriginState | None = None
         now = self.clock()
         queued = 0
         marked: set[bytes] = set()  # seen keys written by this call
@@ -166,7 +186,9 @@ class Frontier:
                     marked.add(key)
                     continue
                 again = _queued_by(seen, source) if key not in marked else None
-                if again is None or again < st.tail:
+                if again is not None and st is None:
+                    st = load_origin(ch, batch.origin)
+                if again is None or st is None or again < st.tail:
                     result.duplicates += 1
                     continue
                 # This very event queued it at `again`, but a crash lost the origin state that
@@ -181,7 +203,7 @@ class Frontier:
                 kind=ref.kind,
                 lastmod=ref.lastmod,
             )
-            if again is not None:
+            if again is not None and st is not None:
                 queue.push(ch, st, again, entry)
                 result.queued.append((again, entry))
                 queued += 1
@@ -196,12 +218,14 @@ class Frontier:
                 ch.put(key, _ended_mark(source, state, reason, ref.depth))
                 result.statuses.append(_ended(batch, canon.url, state, reason, ref.depth, now))
                 continue
+            if st is None:
+                st = load_origin(ch, batch.origin)
             ch.put(key, _queued_mark(source, st.tail, ref.depth))
             result.queued.append((st.tail, entry))
             queue.push(ch, st, st.tail, entry)
             queued += 1
-        if queued:
-            ch.put(origin_key(batch.origin), _encode(st))
+        if queued and st is not None:
+            store_origin(ch, st)
         if queued and count_admitted:
             total = admitted_count(ch, batch.crawl_id) + queued
             ch.put(admitted_key(batch.crawl_id), str(total).encode())
@@ -228,7 +252,7 @@ class Frontier:
             if not outcome.backoff:  # still wait before the retry: exponential with jitter
                 wait = min(policy.max_backoff, max(policy.delay, 0.5) * 2**entry.attempts)
                 st.next_fetch_at = max(st.next_fetch_at, outcome.finished_at + wait)
-            ch.put(origin_key(outcome.origin), _encode(st))
+            store_origin(ch, st)
             return Applied([], st, retried=True)
         state = _terminal_state(outcome)
         entry = msgspec.structs.replace(entry, attempts=_attempts(entry.attempts, outcome))
@@ -237,7 +261,7 @@ class Frontier:
             ch.put(seen_key(entry.crawl_id, outcome.final_url), str(entry.depth).encode())
         if state is TerminalState.FETCHED:
             st.fetched += 1
-        ch.put(origin_key(outcome.origin), _encode(st))
+        store_origin(ch, st)
         return Applied([_terminal(entry, outcome, state)], st)
 
     def _replayed(self, outcome: Outcome, rules: CrawlRules) -> list[UrlStatus]:
@@ -272,7 +296,7 @@ class Frontier:
             wait = max(rules.policy.delay, 1.0) * 2 ** (st.failures - 1) * (0.5 + self.jitter())
             st.robots_expires = outcome.finished_at + min(rules.policy.robots_error_ttl, wait)
         self._time(st, outcome, rules)
-        ch.put(origin_key(outcome.origin), _encode(st))
+        store_origin(ch, st)
         return Applied([], st)
 
     def _time(self, st: OriginState, outcome: Outcome, rules: CrawlRules) -> None:

@@ -10,9 +10,9 @@ with a one-letter namespace prefix.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from streamcrawl.agents.errors import StateError
 
@@ -24,6 +24,7 @@ ORIGINS = b"o"  # origin -> OriginState
 META = b"m"  # crawl-level values (budgets, output offsets)
 
 Value = bytes | None  # None marks a deletion inside a change set
+_T = TypeVar("_T")
 
 
 class Store(abc.ABC):
@@ -76,6 +77,7 @@ WRITE_BUFFER_BYTES = 4 << 20
 WRITE_BUFFERS = 2
 BLOCK_CACHE_BYTES = 8 << 20
 BLOOM_BITS_PER_KEY = 10
+SEEN_CACHE = 32768  # seen marks a RocksStore keeps in memory (~5 MB)
 
 
 def rocks_options() -> Any:
@@ -94,7 +96,12 @@ def rocks_options() -> Any:
 
 
 class RocksStore(Store):
-    """RocksDB through rocksdict, in raw bytes mode; survives ``kill -9`` (write-ahead log)."""
+    """RocksDB through rocksdict, in raw bytes mode; survives ``kill -9`` (write-ahead log).
+
+    The last ``SEEN_CACHE`` seen marks read or written are kept in memory: a page links
+    mostly URLs seen before, and each such link would be a RocksDB read. This process is the
+    only writer (RocksDB's lock), and ``write`` updates the cache once the batch is written.
+    """
 
     def __init__(self, path: Path) -> None:
         from rocksdict import Rdict
@@ -107,10 +114,22 @@ class RocksStore(Store):
                 f"cannot open the state in {path}: {exc}. If another streamcrawl uses it, stop "
                 "that one; if it is corrupt, delete the directory to start the crawl afresh."
             ) from exc
+        self._seen: dict[bytes, bytes] = {}  # recently read or written seen marks (LRU)
 
     def get(self, key: bytes) -> bytes | None:
+        seen = key[:1] == SEEN
+        if seen:
+            hit = self._seen.pop(key, None)
+            if hit is not None:
+                self._seen[key] = hit  # most recently used last
+                return hit
         value = self._db.get(key)
-        return None if value is None else bytes(value)
+        if value is None:
+            return None
+        value = bytes(value)
+        if seen:
+            self._remember(key, value)
+        return value
 
     def write(self, changes: Mapping[bytes, Value]) -> None:
         from rocksdict import WriteBatch
@@ -122,6 +141,18 @@ class RocksStore(Store):
             else:
                 batch.put(key, value)
         self._db.write(batch)
+        for key, value in changes.items():  # written: the cache follows (never ahead of it)
+            if key[:1] == SEEN:
+                if value is None:
+                    self._seen.pop(key, None)
+                else:
+                    self._seen.pop(key, None)
+                    self._remember(key, value)
+
+    def _remember(self, key: bytes, value: bytes) -> None:
+        self._seen[key] = value
+        if len(self._seen) > SEEN_CACHE:
+            del self._seen[next(iter(self._seen))]  # the least recently used
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()
@@ -139,22 +170,45 @@ class RocksStore(Store):
 
 class Changes:
     """Pending writes over a store: reads see them first; ``commit`` applies them in one
-    ``Store.write``."""
+    ``Store.write``.
+
+    It also keeps the decoded value of keys read with ``load`` or written with
+    ``put(..., decoded=)``: a record that every event of a batch reads (an origin's, which
+    holds its open queue segment) is decoded once per overlay, not once per event. A ``put``
+    without ``decoded`` or a ``delete`` of the key forgets it."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.writes: dict[bytes, Value] = {}
+        self._decoded: dict[bytes, object] = {}
 
     def get(self, key: bytes) -> bytes | None:
         if key in self.writes:
             return self.writes[key]
         return self.store.get(key)
 
-    def put(self, key: bytes, value: bytes) -> None:
+    def load(self, key: bytes, decode: Callable[[bytes], _T]) -> _T | None:
+        """``decode`` of the value of ``key`` (``None`` when absent), decoded once: the object
+        is the overlay's, shared by every ``load`` of the key: copy it before changing it."""
+        if key in self._decoded:
+            return cast(_T, self._decoded[key])
+        raw = self.get(key)
+        value = None if raw is None else decode(raw)
+        self._decoded[key] = value
+        return value
+
+    def put(self, key: bytes, value: bytes, *, decoded: object | None = None) -> None:
+        """Write ``value``; ``decoded`` (an object nobody changes afterwards) is what it
+        decodes to, served to the next ``load``."""
         self.writes[key] = value
+        if decoded is None:
+            self._decoded.pop(key, None)
+        else:
+            self._decoded[key] = decoded
 
     def delete(self, key: bytes) -> None:
         self.writes[key] = None
+        self._decoded.pop(key, None)
 
     def commit(self, extra: Mapping[bytes, Value] | None = None) -> None:
         """Write everything, plus ``extra`` (e.g. output offsets), in one ``Store.write``."""
@@ -163,3 +217,4 @@ class Changes:
         if self.writes:
             self.store.write(self.writes)
         self.writes = {}
+        self._decoded = {}  # the store may change under a later use of this overlay

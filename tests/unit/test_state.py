@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from streamcrawl.agents import state
 from streamcrawl.agents.errors import StateError
 from streamcrawl.agents.state import (
+    SEEN,
     WRITE_BUFFER_BYTES,
     WRITE_BUFFERS,
     Changes,
@@ -48,6 +50,22 @@ def test_changes_overlay_reads_its_own_writes_and_commits_atomically(store: Stor
     assert store.get(b"a") == b"1" and store.get(b"b") is None  # nothing visible before commit
     ch.commit({b"c": b"3"})
     assert (store.get(b"a"), store.get(b"b"), store.get(b"c")) == (None, b"2", b"3")
+
+
+def test_seen_marks_read_again_follow_every_write(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # RocksStore serves recently used seen marks from memory: a write, an overwrite or a
+    # deletion must reach what the next read returns, and the bound must hold.
+    monkeypatch.setattr(state, "SEEN_CACHE", 2)
+    keys = [SEEN + b"k%d" % i for i in range(4)]
+    store.write({key: b"1" for key in keys})
+    assert [store.get(key) for key in keys] == [b"1"] * 4
+    assert len(getattr(store, "_seen", ())) <= 2
+    store.write({keys[3]: b"2", keys[2]: None})  # the two most recently read
+    assert [store.get(key) for key in reversed(keys)] == [b"2", None, b"1", b"1"]
+    store.write({keys[0]: None})
+    assert store.get(keys[0]) is None and store.get(keys[1]) == b"1"
 
 
 def test_rocks_state_survives_reopen(tmp_path: Path) -> None:
