@@ -36,6 +36,7 @@ from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.sink import Sink
+from streamcrawl.topology.acks import refuse_untracked_acks
 from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
@@ -175,7 +176,9 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
 
     @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
-        # Batches of what is buffered, acknowledged once durable (topology/batching.py).
+        # Batches of what is buffered, acknowledged once durable (topology/batching.py); an
+        # event the stream skipped is never acknowledged (topology/acks.py).
+        refuse_untracked_acks(app.consumer, {frontier_topic, f"{prefix}.outcomes"})
         await run_batches(stream, frontier, metrics)
 
     sinker = None
