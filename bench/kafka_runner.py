@@ -235,8 +235,8 @@ def _start_workers(topo: Topology, workdir: Path, workers: int, profile: Path | 
             "STREAMCRAWL_WEB_PORT": str(port),
         }
         argv = [topo.exe, "worker"]
-        if profile and i == 0:
-            argv = py_spy_argv(argv, profile)
+        if profile:  # worker 1 into ``profile``, worker N into ``profile`` + ".wN"
+            argv = py_spy_argv(argv, profile if i == 0 else _worker_file(profile, i + 1))
         log = open(topo.logs / f"worker-{i + 1}.log", "wb")  # noqa: SIM115 (closed by stop)
         topo.files.append(log)
         p = subprocess.Popen(
@@ -250,8 +250,35 @@ def _start_workers(topo: Topology, workdir: Path, workers: int, profile: Path | 
         )
         topo.procs.append(p)
         topo.ports.append(port)
-        if profile and i == 0:
+        if profile:
             topo.wrapped.add(p.pid)
+
+
+def _worker_file(profile: Path, n: int) -> Path:
+    return profile.with_name(f"{profile.name}.w{n}")
+
+
+def worker_pages(topo: Topology) -> list[int | None]:
+    """Pages each worker fetched (its ``streamcrawl_fetch_pages`` counter; None: no answer).
+    Each worker's whole ``/metrics`` goes to ``logs/metrics-wN.txt`` (messages sent per topic,
+    batch sizes...)."""
+    counts: list[int | None] = []
+    for i, port in enumerate(topo.ports):
+        status, body = http_get(port, "/metrics")
+        (topo.logs / f"metrics-w{i + 1}.txt").write_text(body)
+        if status != 200:
+            counts.append(None)
+            continue
+        counts.append(
+            int(
+                sum(
+                    float(line.rsplit(" ", 1)[1])
+                    for line in body.splitlines()
+                    if line.startswith("streamcrawl_fetch_pages_total{")
+                )
+            )
+        )
+    return counts
 
 
 def _wait_ready(topo: Topology, deadline: float, t_start: float) -> None:
@@ -282,8 +309,9 @@ def start_topology(
     concurrency: int = 64,
     log_level: str = "WARNING",
 ) -> Iterator[Topology]:
-    """Topics, keyspace and ``workers`` ready workers (concurrency ``concurrency``); worker 1
-    under ``py-spy record`` when ``profile`` is set. Stops them all on exit (``exit_codes``)."""
+    """Topics, keyspace and ``workers`` ready workers (concurrency ``concurrency``); each under
+    ``py-spy record`` when ``profile`` is set (worker 1 into ``profile``, worker N into
+    ``profile`` + ``.wN``). Stops them all on exit (``exit_codes``)."""
     exe = streamcrawl_binary()
     tag = uuid.uuid4().hex[:10]
     env = {
@@ -333,6 +361,7 @@ class Snapshot:
     cpu_s: float
     peak_rss_mb: float
     service_cpu_s: dict[str, float | None]
+    worker_cpu_s: list[float] = field(default_factory=list)  # each worker's share of cpu_s
 
 
 @dataclass
@@ -341,12 +370,14 @@ class Seeded:
     t0_unix: float
     workers: ServiceMeter
     services: dict[str, ServiceMeter | None]
+    each: list[ServiceMeter] = field(default_factory=list)  # one per worker
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
             self.workers.cpu_now(),
             self.workers.peak_rss_mb,
             {k: (m.cpu_now() if m else None) for k, m in self.services.items()},
+            [m.cpu_now() for m in self.each],
         )
 
 
@@ -362,11 +393,12 @@ def seed(
     (default 1 with a delay, else 8) --allow-host 127.0.0.1 --user-agent bench-streamcrawl
     --max-pages M``."""
     workers = ServiceMeter([p.pid for p in topo.procs]).start()
+    each = [ServiceMeter([p.pid]).start() for p in topo.procs]
     services = {
         "kafka": ServiceMeter([topo.kafka_pid]).start() if topo.kafka_pid else None,
         "cassandra": ServiceMeter([topo.cassandra_pid]).start() if topo.cassandra_pid else None,
     }
-    topo.meters += [workers, *(m for m in services.values() if m)]
+    topo.meters += [workers, *each, *(m for m in services.values() if m)]
     if per_origin_concurrency is None:
         per_origin_concurrency = 1 if delay else 8
     argv = [
@@ -386,7 +418,7 @@ def seed(
         "--max-pages",
         str(max_pages),
     ]
-    seeded = Seeded(time.monotonic(), time.time(), workers, services)
+    seeded = Seeded(time.monotonic(), time.time(), workers, services, each)
     r = subprocess.run(argv, env=topo.env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(f"streamcrawl seed exited {r.returncode}: {r.stderr[-500:]}")
@@ -400,6 +432,7 @@ class Drained:
     snap: Snapshot  # taken at the last change of the counts
     timed_out: bool = False
     stalled: bool = False
+    worker_pages: list[int | None] = field(default_factory=list)  # per worker, at the end
 
 
 def drain(
@@ -473,6 +506,8 @@ def measure(topo: Topology, seeded: Seeded, drained: Drained, *, rss_samples: bo
             "keyspace": topo.env["STREAMCRAWL_CASSANDRA_KEYSPACE"],
             "partitions": topo.partitions,
             "workers": len(topo.procs),
+            "worker_pages": drained.worker_pages,
+            "worker_cpu_s": drained.snap.worker_cpu_s,
             "states": drained.states,
             "stalled": drained.stalled,
             "startup_s": topo.startup_s,
@@ -492,7 +527,7 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
     """The Kafka wiring with ``workers`` workers on the running Kafka and Cassandra: partitions
     ``kafka_partitions(spec)``, concurrency 64, seeded with every root and a budget of
     ``ctx.max_pages`` (else twice the site), drained on the expected pages, measured as
-    ``measure`` says. ctx.profile: worker 1 runs under ``py-spy record``."""
+    ``measure`` says. ctx.profile: every worker runs under ``py-spy record``."""
     expected = ctx.spec.expected_pages
     with start_topology(
         ctx.workdir,
@@ -510,4 +545,5 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
             timeout=ctx.timeout,
             access_log=ctx.extra.get("access_log"),
         )
+        drained.worker_pages = worker_pages(topo)
     return measure(topo, seeded, drained, rss_samples=bool(ctx.max_pages))

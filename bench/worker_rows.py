@@ -170,7 +170,9 @@ def politeness_rows(
     profile: Path | None = None,
 ) -> dict:
     """The politeness-bound row ``runs`` times: each run's figures and their medians; with
-    ``profile``, worker 1 of each run under ``py-spy record`` (``profile`` + run number)."""
+    ``profile``, every worker of each run under ``py-spy record`` (``profile`` + run number,
+    then ``.wN`` for worker N > 1). Each run's figures include ``worker_pages`` and
+    ``worker_cpu_s``: the pages each worker fetched and its CPU-seconds."""
     from bench import suite
 
     spec_s, _, delay_s = size.partition("@")
@@ -195,6 +197,8 @@ def politeness_rows(
             origins_under_delay=len(r.get("origins_under_delay") or ()),
             loadavg_1m=r.get("loadavg_1m"),
             other_cpu_s=r.get("other_cpu_s"),
+            worker_pages=(r.get("self_report") or {}).get("worker_pages"),
+            worker_cpu_s=(r.get("self_report") or {}).get("worker_cpu_s"),
             **sched,
         )
         print(json.dumps(out, default=str), flush=True)
@@ -212,7 +216,7 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=60.0, help="seconds measured")
     ap.add_argument("--settle", type=float, default=15.0)
     ap.add_argument("--partitions", type=int, default=12)
-    ap.add_argument("--profile", type=Path, help="py-spy record the (first) worker into this file")
+    ap.add_argument("--profile", type=Path, help="py-spy record each worker (N > 1: FILE.wN)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/streamcrawl-idle"))
     ap.add_argument("--politeness", metavar="OxP@DELAY", help="run the politeness row instead")
     ap.add_argument("--workers", type=int, default=1, help="workers of the politeness row")
