@@ -123,6 +123,10 @@ def sink_lag(high_watermark: int, written: int) -> int:
 
 SINK_BATCH = 500  # records per poll and sink write
 SINK_POLL_MS = 200  # how long a poll waits for records
+# After a poll that found fewer than SINK_BATCH records, how long to let more arrive before
+# writing: at low rates a poll returns one or two records, and each write pays its fixed
+# costs (the Cassandra calls of a status batch, the offset commit) for them alone.
+SINK_WINDOW = 0.2
 
 
 class SinkConsumer(Service):
@@ -184,6 +188,7 @@ class SinkConsumer(Service):
             batch = await consumer.getmany(timeout_ms=SINK_POLL_MS, max_records=SINK_BATCH)
             if not batch:
                 continue
+            batch = await self._fill(batch)
             events = [
                 (m.topic, m.partition, m.offset, m.value) for msgs in batch.values() for m in msgs
             ]
@@ -195,6 +200,19 @@ class SinkConsumer(Service):
                 log.info("sink commit refused after a rebalance (rows are written): %s", exc)
             self._written.update(offsets)
             self.update_lag()
+
+    async def _fill(self, batch: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
+        """``batch`` and what arrived within ``SINK_WINDOW`` after it, at most ``SINK_BATCH``
+        records (each partition's records stay in offset order)."""
+        n = sum(len(msgs) for msgs in batch.values())
+        if n >= SINK_BATCH or SINK_WINDOW <= 0:
+            return batch
+        await asyncio.sleep(SINK_WINDOW)
+        assert self._consumer is not None
+        more = await self._consumer.getmany(timeout_ms=0, max_records=SINK_BATCH - n)
+        for tp, msgs in more.items():
+            batch.setdefault(tp, []).extend(msgs)
+        return batch
 
     def _pause(self, paused: bool) -> None:
         """Stop (or restart) fetching every assigned partition while the sink retries."""

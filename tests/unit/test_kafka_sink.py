@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
+from streamcrawl.agents import kafka_sink
 from streamcrawl.agents.errors import SinkBackpressure
 from streamcrawl.agents.kafka_sink import sink_lag, write_batch
 from streamcrawl.agents.metrics import Metrics
@@ -76,3 +79,33 @@ def test_lag_is_what_the_broker_has_that_the_sink_has_not_written() -> None:
     assert sink_lag(120, 100) == 20
     assert sink_lag(100, 100) == 0
     assert sink_lag(90, 100) == 0  # a stale high watermark is no negative lag
+
+
+class ScriptedConsumer:
+    """``getmany`` answers from a script: what a poll after the window finds."""
+
+    def __init__(self, *answers: dict[str, list[int]]) -> None:
+        self.answers = list(answers)
+        self.asked: list[int] = []
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict[str, list[int]]:
+        self.asked.append(max_records)
+        return self.answers.pop(0)
+
+
+async def test_a_small_poll_waits_the_window_for_more_records_in_offset_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kafka_sink, "SINK_WINDOW", 0.01)
+    sinker = kafka_sink.SinkConsumer({}, 1024, ["p.pages"], "g", MemorySink, Metrics())  # type: ignore[arg-type]
+    sinker._consumer = ScriptedConsumer({"a": [3, 4], "b": [7]})  # type: ignore[assignment]
+    batch = await sinker._fill({"a": [1, 2]})
+    assert batch == {"a": [1, 2, 3, 4], "b": [7]}
+    assert sinker._consumer.asked == [kafka_sink.SINK_BATCH - 2]  # type: ignore[attr-defined]
+
+
+async def test_a_full_poll_is_written_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_sink, "SINK_BATCH", 2)
+    sinker = kafka_sink.SinkConsumer({}, 1024, ["p.pages"], "g", MemorySink, Metrics())  # type: ignore[arg-type]
+    sinker._consumer = ScriptedConsumer()  # type: ignore[assignment]
+    assert await sinker._fill({"a": [1, 2]}) == {"a": [1, 2]}
