@@ -202,10 +202,12 @@ class Canonicalizer:
     Cached results are exactly those of the module function; invalid URLs are cached too (as their
     reason, re-raised as a fresh ``InvalidURL``). Behind the (href, base) cache, a smaller one
     keyed by the resolved URL applies the crawl rules once per URL a page links, however many
-    spellings and pages link it.
+    spellings and pages link it. URLs without a base (the frontier's, already canonical when a
+    wiring sent them; redirect targets) have their own cache, which the churn of a crawl's
+    relative hrefs cannot evict.
     """
 
-    __slots__ = ("_lookup", "options")
+    __slots__ = ("_absolute", "_lookup", "options")
 
     def __init__(self, options: CanonicalOptions = DEFAULT_OPTIONS, cache_size: int = 65536):
         self.options = options
@@ -225,17 +227,20 @@ class Canonicalizer:
                 return str(exc)
 
         self._lookup = functools.lru_cache(maxsize=cache_size)(compute)
+        self._absolute = functools.lru_cache(maxsize=max(1, cache_size // 4))(
+            functools.partial(compute, base=None)
+        )
 
     def canonicalize(self, url: str, base: str | None = None) -> Canonical:
         """Like the module function ``canonicalize``; raises ``InvalidURL``."""
-        result = self._lookup(url, base)
+        result = self._absolute(url) if base is None else self._lookup(url, base)
         if isinstance(result, str):
             raise InvalidURL(result)
         return result
 
     def try_canonicalize(self, url: str, base: str | None = None) -> Canonical | None:
         """Like ``canonicalize`` but ``None`` when the URL is invalid or unsupported."""
-        result = self._lookup(url, base)
+        result = self._absolute(url) if base is None else self._lookup(url, base)
         return None if isinstance(result, str) else result
 
     def links(self, hrefs: Iterable[str], base: str) -> list[Canonical]:
