@@ -11,6 +11,7 @@ layout (segments, the head cursor in the origin's record) is ``agents.queue``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import time
@@ -39,6 +40,7 @@ _decode_origin = msgspec.msgpack.Decoder(OriginState).decode
 RETRY = "retry"
 
 
+@functools.lru_cache(maxsize=16384)  # a page links mostly URLs linked before: one hash each
 def seen_key(crawl_id: str, url: str) -> bytes:
     digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
     return SEEN + crawl_id.encode() + b"\x00" + digest

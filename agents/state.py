@@ -77,7 +77,8 @@ WRITE_BUFFER_BYTES = 4 << 20
 WRITE_BUFFERS = 2
 BLOCK_CACHE_BYTES = 8 << 20
 BLOOM_BITS_PER_KEY = 10
-SEEN_CACHE = 32768  # seen marks a RocksStore keeps in memory (~5 MB)
+SEEN_CACHE = 32768  # seen marks (and META values) a RocksStore keeps in memory (~5 MB)
+_CACHED = frozenset({SEEN, META})  # small values read per link, per batch (the page budget)
 
 
 def rocks_options() -> Any:
@@ -98,9 +99,10 @@ def rocks_options() -> Any:
 class RocksStore(Store):
     """RocksDB through rocksdict, in raw bytes mode; survives ``kill -9`` (write-ahead log).
 
-    The last ``SEEN_CACHE`` seen marks read or written are kept in memory: a page links
-    mostly URLs seen before, and each such link would be a RocksDB read. This process is the
-    only writer (RocksDB's lock), and ``write`` updates the cache once the batch is written.
+    The last ``SEEN_CACHE`` seen marks and ``META`` values read or written are kept in memory:
+    a page links mostly URLs seen before, each such link would be a RocksDB read, and the
+    admitted count is read per batch. This process is the only writer (RocksDB's lock), and
+    ``write`` updates the cache once the batch is written.
     """
 
     def __init__(self, path: Path) -> None:
@@ -117,7 +119,7 @@ class RocksStore(Store):
         self._seen: dict[bytes, bytes] = {}  # recently read or written seen marks (LRU)
 
     def get(self, key: bytes) -> bytes | None:
-        seen = key[:1] == SEEN
+        seen = key[:1] in _CACHED
         if seen:
             hit = self._seen.pop(key, None)
             if hit is not None:
@@ -142,7 +144,7 @@ class RocksStore(Store):
                 batch.put(key, value)
         self._db.write(batch)
         for key, value in changes.items():  # written: the cache follows (never ahead of it)
-            if key[:1] == SEEN:
+            if key[:1] in _CACHED:
                 if value is None:
                     self._seen.pop(key, None)
                 else:

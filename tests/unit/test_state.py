@@ -10,6 +10,7 @@ import pytest
 from streamcrawl.agents import state
 from streamcrawl.agents.errors import StateError
 from streamcrawl.agents.state import (
+    META,
     SEEN,
     WRITE_BUFFER_BYTES,
     WRITE_BUFFERS,
@@ -52,11 +53,9 @@ def test_changes_overlay_reads_its_own_writes_and_commits_atomically(store: Stor
     assert (store.get(b"a"), store.get(b"b"), store.get(b"c")) == (None, b"2", b"3")
 
 
-def test_seen_marks_read_again_follow_every_write(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # RocksStore serves recently used seen marks from memory: a write, an overwrite or a
-    # deletion must reach what the next read returns, and the bound must hold.
+def test_cached_reads_follow_every_write(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # RocksStore serves recently used seen marks and META values from memory: a write, an
+    # overwrite or a deletion must reach what the next read returns, and the bound must hold.
     monkeypatch.setattr(state, "SEEN_CACHE", 2)
     keys = [SEEN + b"k%d" % i for i in range(4)]
     store.write({key: b"1" for key in keys})
@@ -66,6 +65,11 @@ def test_seen_marks_read_again_follow_every_write(
     assert [store.get(key) for key in reversed(keys)] == [b"2", None, b"1", b"1"]
     store.write({keys[0]: None})
     assert store.get(keys[0]) is None and store.get(keys[1]) == b"1"
+    counter = META + b"admitted"  # META values are kept too
+    store.write({counter: b"1"})
+    assert store.get(counter) == b"1"
+    store.write({counter: b"2"})
+    assert store.get(counter) == b"2"
 
 
 def test_rocks_state_survives_reopen(tmp_path: Path) -> None:
