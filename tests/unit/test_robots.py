@@ -368,6 +368,7 @@ async def test_fetch_reports_when_the_last_request_was_sent(
         first, last = srv.log
         assert before <= first.t <= last.t
         # the redirect target's request, not the first, and never before it reached the wire
-        # (the servers log kernel arrival times)
-        assert last.t <= sent.at <= last.t + 0.05
+        # (the servers log kernel arrival times; on a loaded machine loopback delivery can
+        # stamp the arrival a few microseconds after send() returned: 12 us seen in CI)
+        assert last.t - 0.0005 <= sent.at <= last.t + 0.05
         assert sent.at > first.t
