@@ -75,8 +75,10 @@ class Ownership:
         current assignment: a recovery of an earlier generation."""
         if self.assignment is None or partitions != self.assignment:
             return None
-        plan = Plan({p: uuid.uuid4().hex.encode() for p in partitions - self.owned}, set())
-        plan.drop = self.owned - partitions
+        plan = Plan(
+            {p: uuid.uuid4().hex.encode() for p in partitions - self.owned},
+            self.owned - partitions,
+        )
         self._drop(plan.drop)
         self.owned = set(partitions)
         self.gated.update(plan.gate)

@@ -116,20 +116,20 @@ class RocksStore(Store):
                 f"cannot open the state in {path}: {exc}. If another streamcrawl uses it, stop "
                 "that one; if it is corrupt, delete the directory to start the crawl afresh."
             ) from exc
-        self._seen: dict[bytes, bytes] = {}  # recently read or written seen marks (LRU)
+        self._cache: dict[bytes, bytes] = {}  # recent seen marks and META values (LRU)
 
     def get(self, key: bytes) -> bytes | None:
-        seen = key[:1] in _CACHED
-        if seen:
-            hit = self._seen.pop(key, None)
+        cached = key[:1] in _CACHED
+        if cached:
+            hit = self._cache.pop(key, None)
             if hit is not None:
-                self._seen[key] = hit  # most recently used last
+                self._cache[key] = hit  # most recently used last
                 return hit
         value = self._db.get(key)
         if value is None:
             return None
         value = bytes(value)
-        if seen:
+        if cached:
             self._remember(key, value)
         return value
 
@@ -145,16 +145,14 @@ class RocksStore(Store):
         self._db.write(batch)
         for key, value in changes.items():  # written: the cache follows (never ahead of it)
             if key[:1] in _CACHED:
-                if value is None:
-                    self._seen.pop(key, None)
-                else:
-                    self._seen.pop(key, None)
+                self._cache.pop(key, None)
+                if value is not None:
                     self._remember(key, value)
 
     def _remember(self, key: bytes, value: bytes) -> None:
-        self._seen[key] = value
-        if len(self._seen) > SEEN_CACHE:
-            del self._seen[next(iter(self._seen))]  # the least recently used
+        self._cache[key] = value
+        if len(self._cache) > SEEN_CACHE:
+            del self._cache[next(iter(self._cache))]  # the least recently used
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()
