@@ -20,7 +20,10 @@ order); ``handle`` is a batch of one:
 5. tell the local scheduler, in event order.
 
 A catch-up marker inside a batch commits what came before it first, so the scheduler indexes
-its partition with those outcomes applied.
+its partition with those outcomes applied. It counts only if every offset of its partition
+before it was applied: here, in order, or before the consumer's committed offset
+(``Committed``); otherwise it is ignored and not acknowledged (``handle_batch`` returns it), and
+its re-delivery or resend (``agents.kafka_ownership.MARKER_PATIENCE``) counts instead.
 
 No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
 """
@@ -78,6 +81,11 @@ class Committer(Protocol):
     def __call__(self, sends: Sends, writes: Writes, enter: Enter) -> Awaitable[None]: ...
 
 
+# The consumer's committed offset of a topic partition (the next one to read), None if unknown
+# or 0: every event before it was applied (``topology.acks`` refuses the acks of the others).
+Committed = Callable[[str, int], int | None]
+
+
 class SchedulerHook(Protocol):
     """The local scheduler, told about state the frontier just committed."""
 
@@ -127,6 +135,7 @@ class FrontierAgent:
         frontier: Frontier | None = None,
         spec_wait: float = SPEC_WAIT,
         commit: Committer | None = None,
+        committed: Committed = lambda _topic, _partition: None,
     ) -> None:
         self.store = store
         self.view = view
@@ -137,6 +146,10 @@ class FrontierAgent:
         self.frontier = frontier if frontier is not None else Frontier()
         self.spec_wait = spec_wait
         self.commit = commit if commit is not None else self._attach
+        self.committed = committed
+        # (topic, partition) -> an offset every offset below which was applied here or before
+        # the committed offset, for the catch-up markers (``_in_order``)
+        self._applied: dict[tuple[str, int], int] = {}
 
     async def handle(self, where: Where, value: bytes | None) -> None:
         """Apply one event (a batch of one, see ``handle_batch``)."""
@@ -144,29 +157,56 @@ class FrontierAgent:
 
     async def handle_batch(
         self, events: Sequence[tuple[Where, bytes | None]], enter: Enter = lambda _p: None
-    ) -> None:
-        """Apply ``events`` in order and commit them. Never raises for bad input; Kafka errors
-        propagate (then nothing may be acknowledged: the batch is replayed).
+    ) -> set[int]:
+        """Apply ``events`` in order and commit them; the indexes of the events that must not
+        be acknowledged (catch-up markers ignored, see ``_marker``). Never raises for bad
+        input; Kafka errors propagate (then nothing may be acknowledged: the batch is replayed).
 
         ``enter(p)`` is called before an event of partition ``p`` is read and before ``p``'s
         changes are written."""
         batch = _Batch()
-        for where, value in events:
+        refused: set[int] = set()
+        for i, (where, value) in enumerate(events):
+            in_order = self._in_order(where)
             if value is not None and value.startswith(MARKER):
                 await self._commit(batch, enter)
                 batch = _Batch()
-                log.info(
-                    "catch-up marker at %s/%s@%s",
-                    where.topic,
-                    where.partition,
-                    where.offset,
-                    extra=where.extra(),
-                )
-                self.hook.caught_up(where.partition, value[len(MARKER) :])
+                if not self._marker(where, value[len(MARKER) :], in_order):
+                    refused.add(i)
                 continue
             enter(where.partition)
             await self._event(batch, where, value)
         await self._commit(batch, enter)
+        return refused
+
+    def _in_order(self, where: Where) -> bool:
+        """Whether every offset of ``where``'s partition before it was applied: here (events
+        of one partition come in order, but a rebalance can deliver a later one before the
+        consumer seeks back to an earlier one it skipped) or before the committed offset."""
+        key = (where.topic, where.partition)
+        upto = self._applied.get(key, 0)
+        if where.offset > upto:
+            upto = max(upto, self.committed(*key) or 0)
+            if where.offset > upto:
+                return False
+        self._applied[key] = max(upto, where.offset + 1)
+        return True
+
+    def _marker(self, where: Where, token: bytes, in_order: bool) -> bool:
+        """A catch-up marker: tell the scheduler, unless an outcome before it was not applied
+        (it would dispatch that outcome's URL again). False: ignored, not to be acknowledged
+        (the consumer's seek reads it again after the skipped one, or the marker is resent)."""
+        log.info(
+            "catch-up marker at %s/%s@%s%s",
+            where.topic,
+            where.partition,
+            where.offset,
+            "" if in_order else " ignored: an earlier offset was not applied here",
+            extra=where.extra(),
+        )
+        if in_order:
+            self.hook.caught_up(where.partition, token)
+        return in_order
 
     async def _event(self, batch: _Batch, where: Where, value: bytes | None) -> None:
         short = where.topic.rpartition(".")[2]

@@ -6,7 +6,9 @@ under way), ``assigned`` (the generation's assignment is known; every previous o
 finished its revoke), ``recovered`` (the tables of that assignment are complete). Only then is a
 newly owned partition gated: a catch-up marker goes to its ``outcomes`` partition, and its
 origins are dispatched once the marker comes back (``caught_up``), i.e. once every outcome
-published before it (its previous owner's last ones included) has been applied here.
+published before it (its previous owner's last ones included) has been applied here (the
+frontier agent ignores a marker read before an earlier offset of its partition was applied:
+``agents.kafka_frontier``).
 
 A recovery can complete for a generation that is already over: faust-streaming 0.15 sends
 ``on_rebalance_complete`` before it checks the generation (``Recovery.on_recovery_completed``),

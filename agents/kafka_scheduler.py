@@ -12,9 +12,10 @@ has applied the outcome and calls ``applied`` back with the new origin state. Un
 URL stays at its queue head (skipped by the scheduler), so a crash refetches it
 (at-least-once); a report that could not be published frees the slot with the URL still queued.
 
-Ownership follows the consumer group (``agents.kafka_ownership``): ``revoke`` before a partition
-leaves (stop dispatching its origins, give their requests ``REVOKE_GRACE`` seconds, abandon the
-rest: their URLs stay at the queue heads), ``assigned`` with the new assignment, ``rebuild``
+Ownership follows the consumer group (``agents.kafka_ownership``): nothing new is dispatched
+once Faust's rebalance has begun (``rebalancing``), ``revoke`` before a partition leaves (stop
+dispatching its origins, give their requests ``REVOKE_GRACE`` seconds, abandon the rest: their
+URLs stay at the queue heads), ``assigned`` with the new assignment, ``rebuild``
 after table recovery for the partitions newly owned (a catch-up marker first; then each origin
 waits one delay: the previous owner may just have fetched it; at most ``max_origins`` origins
 in memory, the others found in the table later by ``agents.origin_index.Refill``).
@@ -79,6 +80,7 @@ class FetchService(Service):
         max_unapplied: int | None = None,
         page_bytes: int = 16 * 1024 * 1024,
         halted: Callable[[], bool] = lambda: False,
+        rebalancing: Callable[[], bool] = lambda: False,
         guard: AddressGuard | None = None,
         **kwargs: Any,
     ) -> None:
@@ -103,6 +105,11 @@ class FetchService(Service):
             max_unapplied = max(4 * concurrency, MIN_MAX_UNAPPLIED)
         self.max_unapplied = max_unapplied
         self.halted = halted  # the app is stopping: start nothing new
+        # A rebalance has begun (Faust sets it in aiokafka's revoke callback, ~90 ms before
+        # ``revoke`` is called): start nothing new either. A request started in between could
+        # end before ``revoke``, uncounted as in flight there, with its outcome published
+        # while the consumer no longer applies it (issue 13: such a URL was fetched again).
+        self.rebalancing = rebalancing
         self.page_bytes = page_bytes  # max message size of the pages topic
         self._publish_errors = 0  # consecutive reports that could not be published at all
         self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
@@ -268,7 +275,7 @@ class FetchService(Service):
             if self.refill.wanted():
                 self.refill.run(self._since_of, REFILL_ROWS)
             room = self._room()
-            if room > 0 and not self.halted():
+            if room > 0 and not self.halted() and not self.rebalancing():
                 now = time.time()
                 for d in self.scheduler.take(now, room):
                     self._dispatched(d, now)

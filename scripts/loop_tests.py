@@ -53,8 +53,7 @@ def run_one(
             argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
         )
         output = done.stdout + done.stderr
-        # an xfailed run (a known open bug, e.g. tests.integration.faults.REBALANCE_REFETCH)
-        # exits 0 but did not keep every promise: it counts as a failure here
+        # an xfailed run exits 0 but did not keep every promise: it counts as a failure here
         ok = done.returncode == 0 and " xfailed" not in output
     except subprocess.TimeoutExpired as exc:
         ok, output = False, f"timed out after {timeout} s\n{exc.stdout or ''}"

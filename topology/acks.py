@@ -25,7 +25,21 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
+from faust.types import TP
+
 log = logging.getLogger(__name__)
+
+
+def committed_offset(consumer: Any, topic: str, partition: int) -> int | None:
+    """The consumer's committed offset of ``topic``/``partition`` (the next offset to read),
+    as the frontier agent's catch-up markers need it (``FrontierAgent``'s ``committed``).
+
+    Faust's own record (``Consumer._committed_offset``): dropped when the partition is revoked,
+    set to the group's committed offset by the seek that ends a recovery (``perform_seek``, 0
+    read as None), advanced by each commit. So an event read before that seek, at a position
+    left over from before the rebalance, is never taken as following the committed offset."""
+    value = consumer._committed_offset.get(TP(topic, partition))
+    return None if value is None else int(value)
 
 
 def refuse_untracked_acks(consumer: Any, topics: Collection[str]) -> None:

@@ -36,7 +36,7 @@ from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.sink import Sink
-from streamcrawl.topology.acks import refuse_untracked_acks
+from streamcrawl.topology.acks import committed_offset, refuse_untracked_acks
 from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
@@ -167,6 +167,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         page_bytes=settings.max_message_bytes,
         max_origins=settings.max_origins_in_memory,
         halted=lambda: bool(app.should_stop),
+        rebalancing=lambda: bool(app.rebalancing),
         guard=settings.address_guard(),
     )
     frontier = FrontierAgent(
@@ -177,6 +178,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         metrics=metrics,
         partitions=settings.partitions,
         commit=DurableCommit(app, prefix, tables, metrics),
+        committed=lambda topic, partition: committed_offset(app.consumer, topic, partition),
     )
     frontier_topic = f"{prefix}.frontier"
 

@@ -88,15 +88,16 @@ async def run_batches(
                     continue
                 events.append(queue.get_nowait())
             started = loop.time()
-            await frontier.handle_batch(
+            refused = await frontier.handle_batch(
                 [
                     (Where(e.message.topic, e.message.partition, e.message.offset), e.message.value)
                     for e in events
                 ],
                 _enter({e.message.partition: e for e in events}),
             )
-            for event in events:  # in order: Faust commits up to the first unacked offset
-                await stream.ack(event)
+            for i, event in enumerate(events):  # in order: Faust commits up to the first gap
+                if i not in refused:  # a catch-up marker read too early: read again later
+                    await stream.ack(event)
             metrics.frontier_batch.observe(loop.time() - started)
             metrics.frontier_batch_events.observe(len(events))
     finally:

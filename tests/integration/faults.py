@@ -24,8 +24,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-import pytest
-
 from tests.integration.site import (
     Cluster,
     RemoteServer,
@@ -92,14 +90,6 @@ def generations(cluster: Cluster) -> dict[int, float]:
             found[int(generation)] = min(at, found.get(int(generation), at))
     return found
 
-
-# Issue 13 item 1 is still open here: at b03b2b4 one run in 16 of the two-worker rebalance
-# refetched a URL its old owner had dispatched while Faust was revoking (after
-# ``on_partitions_revoked`` began, before the fetch service's revoke), though the workers
-# logged 0 requests in flight (1 refetch, bound 0). Until it is fixed, the graceful-rebalance
-# tests report such a run as xfailed, with its figures, instead of failing CI at random; every
-# other promise (lost, duplicates, gaps, every page) is still asserted first.
-REBALANCE_REFETCH = "issue 13 item 1 (open): a graceful rebalance refetched more than was in flight"
 
 # FetchService.revoke and .on_stop: what a worker had in flight when partitions left it
 LEFT = re.compile(rb"(?:revoked|stopping with) partitions \[[0-9, ]*\]: (\d+) requests in flight")
@@ -193,7 +183,6 @@ def check_crawl(
     delay: float,
     in_flight: int | Callable[[], int] | None,
     timeout: float = 180,
-    known_excess: str | None = None,
     **extra: float,
 ) -> Figures:
     """Wait for a terminal state of each of the ``pages`` pages of every server and check
@@ -202,9 +191,7 @@ def check_crawl(
     ``in_flight``: the requests that can have been in flight at the fault (per-origin
     concurrency 1: one per origin the fault touched), the bound on refetches; ``None``: the
     refetches are recorded, not bounded; a callable: the bound read once the crawl ended (e.g.
-    ``in_flight_at_revokes``, from the workers' logs). ``known_excess``: refetches over the
-    bound are a known open bug (the reason, e.g. ``REBALANCE_REFETCH``): the test is reported
-    as xfailed with its figures, after every other promise was checked."""
+    ``in_flight_at_revokes``, from the workers' logs)."""
     urls = pages * len(servers)
     states = cluster.wait_states(urls, timeout=timeout)
     figures = crawl_figures(cluster, servers, urls)
@@ -218,8 +205,6 @@ def check_crawl(
     assert figures.min_gap >= delay, figures  # kernel arrival times: no slack
     every_page = {page_path(i) for i in range(pages)}
     assert all(set(page_requests(srv)) == every_page for srv in servers), figures
-    if in_flight is not None and figures.refetched > in_flight and known_excess:
-        pytest.xfail(f"{known_excess}: {figures.refetched} > {in_flight}: {figures}")
     assert in_flight is None or figures.refetched <= in_flight, (in_flight, figures)
     return figures
 

@@ -127,7 +127,7 @@ def test_a_marker_inside_a_batch_commits_what_came_before_it_first() -> None:
         a.handle_batch(
             [
                 (Where("x.frontier", HERE, 0), links(ORIGIN, "/", "/a")),
-                (Where("x.outcomes", HERE, 5), MARKER + b"token"),
+                (Where("x.outcomes", HERE, 0), MARKER + b"token"),
                 (Where("x.frontier", HERE, 1), links(ORIGIN, "/b")),
             ]
         )

@@ -15,6 +15,7 @@ from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.rules import CrawlRules
 from streamcrawl.agents.state import Changes
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
+from tests.unit.test_fetch_service import Stages
 from tests.unit.test_fetch_service import _service as fetch_service
 
 P0, P1 = "http://h4.test", "http://h6.test"  # partitions 0 and 1 of 4
@@ -92,6 +93,31 @@ async def test_a_partition_the_assignment_no_longer_names_is_dropped() -> None:
     assert svc.scheduler.origins() == [P1]
     assert svc._since_of(0) is None
     await svc.stop()
+
+
+async def test_nothing_is_dispatched_once_a_rebalance_has_begun() -> None:
+    """Faust marks the rebalance in aiokafka's revoke callback, ~90 ms before ``revoke`` runs:
+    a request dispatched in between ended before ``revoke`` counted it as in flight, with its
+    outcome not applied, and its URL was fetched again (issue 13)."""
+    svc, marks = _ownership_service()
+    svc.assigned({0, 1})
+    await _recover(svc, marks, {0, 1})
+    rebalancing = True
+    svc.rebalancing = lambda: rebalancing
+    stages = Stages()
+    svc._stages = stages  # type: ignore[assignment]
+    loop = asyncio.create_task(svc._dispatch_loop())
+    try:
+        await asyncio.sleep(0.3)
+        assert stages.runs == []  # both partitions indexed and ready: nothing starts
+        rebalancing = False  # a rebalance that kept them ended
+        await asyncio.sleep(1.3)  # the loop looks again within a second
+        assert len(stages.runs) == 6  # then every queued URL (3 per origin, delay 0)
+    finally:
+        svc.stopping = True
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+        svc._stages = None  # no HTTP session to close
 
 
 def test_a_marker_of_an_earlier_assignment_opens_nothing() -> None:

@@ -1,0 +1,77 @@
+"""A catch-up marker counts only once every offset of its partition before it was applied
+(issue 13 item 1): in a looped two-worker rebalance the consumer read the marker at
+``outcomes/3@13`` before seeking back to ``@12``, an outcome it had skipped while revoking; the
+worker indexed the partition and fetched that outcome's URL again."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streamcrawl.agents.frontier import load_origin
+from streamcrawl.agents.kafka_frontier import MARKER, FrontierAgent, Where
+from streamcrawl.agents.kafka_state import TableStore
+from tests.unit.test_frontier_batches import agent as batch_agent
+from tests.unit.test_frontier_batches import fetched, links
+from tests.unit.test_kafka_frontier import HERE, ORIGIN, Hook
+
+OUT, IN = "x.outcomes", "x.frontier"
+
+
+def agent(committed: dict[tuple[str, int], int]) -> tuple[FrontierAgent, Hook, TableStore]:
+    a, _, hook, store = batch_agent()
+    a.committed = lambda topic, partition: committed.get((topic, partition))
+    return a, hook, store
+
+
+def caught_up(hook: Hook) -> int:
+    return sum(1 for name, _ in hook.calls if name == "caught_up")
+
+
+def run(a: FrontierAgent, *events: tuple[Where, bytes]) -> set[int]:
+    return asyncio.run(a.handle_batch(list(events)))
+
+
+def test_a_marker_read_before_the_outcome_it_follows_is_ignored_until_read_again() -> None:
+    committed: dict[tuple[str, int], int] = {}
+    a, hook, store = agent(committed)
+    run(a, (Where(IN, HERE, 0), links(ORIGIN, "/", "/a")))
+    run(a, (Where(OUT, HERE, 0), fetched(ORIGIN, 0, "/")))  # outcomes @0 applied
+    # The consumer skipped @1 (the outcome of /a) while revoking and reads the marker @2 first.
+    refused = run(a, (Where(OUT, HERE, 2), MARKER + b"t"))
+    assert refused == {0} and caught_up(hook) == 0  # not indexed, not acknowledged
+    # The seek back to the committed offset: @1, then the marker again.
+    committed[(OUT, HERE)] = 1
+    refused = run(a, (Where(OUT, HERE, 1), fetched(ORIGIN, 1, "/a")), (Where(OUT, HERE, 2), MARKER))
+    assert refused == set() and caught_up(hook) == 1
+    assert load_origin(store, ORIGIN).head == 2  # indexed with /a's outcome applied
+
+
+def test_a_marker_at_the_committed_offset_counts() -> None:
+    # A partition new to this worker: what came before the committed offset was applied by
+    # its previous owner (only applied events are acknowledged: topology/acks.py).
+    a, hook, _ = agent({(OUT, HERE): 13})
+    assert run(a, (Where(OUT, HERE, 13), MARKER + b"t")) == set()
+    assert caught_up(hook) == 1
+
+
+def test_a_marker_past_the_committed_offset_waits_for_what_lies_between() -> None:
+    a, hook, _ = agent({(OUT, HERE): 12})
+    assert run(a, (Where(OUT, HERE, 13), MARKER + b"t")) == {0}
+    assert caught_up(hook) == 0
+    # Read again in order (or resent later): it counts.
+    run(a, (Where(OUT, HERE, 12), fetched(ORIGIN, 0, "/")), (Where(OUT, HERE, 13), MARKER))
+    assert caught_up(hook) == 1
+
+
+def test_the_first_offset_of_a_partition_needs_nothing_before_it() -> None:
+    a, hook, _ = agent({})  # nothing committed yet (Faust reads 0 as None)
+    assert run(a, (Where(OUT, HERE, 0), MARKER + b"t")) == set()
+    assert caught_up(hook) == 1
+
+
+def test_an_ignored_marker_does_not_count_as_applied() -> None:
+    # Two markers read before @1: the resend @3 must not follow the ignored @2 into the run.
+    a, hook, _ = agent({})
+    run(a, (Where(OUT, HERE, 0), fetched(ORIGIN, 0, "/")))
+    assert run(a, (Where(OUT, HERE, 2), MARKER + b"t"), (Where(OUT, HERE, 3), MARKER)) == {0, 1}
+    assert caught_up(hook) == 0
