@@ -4,13 +4,15 @@ Every write carries ``USING TIMESTAMP`` = the record's own time in microseconds 
 ``schemas/cassandra.cql``), so replaying a topic from any offset leaves the same rows and a
 later fetch wins over an earlier one in any arrival order.
 
-A write of pages and states costs one statement per page (``pages``) and one per partition
-touched: the states of one (crawl, origin, bucket) go in one unlogged batch (one partition, one
-mutation), a crawl's origins not yet written by this sink in another. All run at once (at most
-``CassandraConfig.concurrency`` in flight) with one event-loop wake-up for the whole group
-(``sink_cassandra_driver``). Failed statements are retried with exponential backoff on
-timeouts and unavailability; if Cassandra still refuses, ``write`` raises ``SinkBackpressure``
-and the caller must keep (not acknowledge) the input and try again: nothing is dropped.
+A write of pages and states costs about one request per page: the rows go in small unlogged
+batches (``sink_cassandra_pack``: at most 10 partitions and 4 KiB, Cassandra's warning
+bounds), a page row first and the small rows (URL states, a crawl's origins not yet written by
+this sink) in the room it leaves; a row too big for a batch is a request of its own. All run
+at once (at most ``CassandraConfig.concurrency`` in flight) with one event-loop wake-up for the
+whole group (``sink_cassandra_driver``). Failed requests are retried with exponential backoff
+on timeouts and unavailability; if Cassandra still refuses, ``write`` raises
+``SinkBackpressure`` and the caller must keep (not acknowledge) the input and try again:
+nothing is dropped.
 
 A page's ``links`` go in its own row as one JSON text cell (the wire's encoding of
 ``Page.links``), bounded by the crawl's ``max_page_links``: never a row per link.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import msgspec
@@ -44,6 +46,7 @@ from streamcrawl.agents.sink import (
     url_hash,
 )
 from streamcrawl.agents.sink_cassandra_driver import Call, Result, connect, execute_many
+from streamcrawl.agents.sink_cassandra_pack import Group, Row, pack
 from streamcrawl.agents.sink_config import CassandraConfig
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
@@ -53,7 +56,6 @@ log = logging.getLogger(__name__)
 TABLES = ("pages", "url_status", "crawl_origins", "crawls")
 RETRYABLE = (_RequestFailed, OperationTimedOut, NoHostAvailable)
 SCAN_PAGE_ROWS = 5000
-BATCH_BYTES = 4096  # under Cassandra's batch_size_warn_threshold (5 KiB by default)
 KNOWN_ORIGINS = 100_000  # (crawl, origin) pairs remembered as written to crawl_origins
 
 # Page fields, in Struct order, are the columns of ``pages`` (plus the key's url_hash).
@@ -61,6 +63,11 @@ _PAGE_FIELDS = tuple(f for f in Page.__struct_fields__ if f != "v")
 _PAGE_COLUMNS = ", ".join(_PAGE_FIELDS)
 _LINKS = _PAGE_FIELDS.index("links")
 _BUCKETS = list(range(ORIGIN_BUCKETS))
+# What Cassandra counts per cell (a column, a map entry) beside its value when it sizes a
+# batch against batch_size_warn_threshold: timestamp, TTL, deletion time, framing. Generous:
+# a flat 256 bytes per page row and 64 per state row let batches Cassandra logged at 5.0-6.1
+# KiB through; with 32 per cell an 8 x 500 crawl logged none.
+_CELL = 32
 _encode_links = msgspec.json.Encoder().encode
 _decode_links = msgspec.json.Decoder(tuple[Outlink, ...]).decode
 _STATEMENTS = {
@@ -154,25 +161,36 @@ class CassandraSink:
         may be written, none are lost as long as the caller retries the whole input (which is
         harmless: the writes are idempotent).
         """
-        calls = [self._bind("page", self._page_row(p)) for p in pages]
-        calls += self._status_batches(statuses)
+        rows = [self._page_row(p) for p in pages]
+        small = self._status_rows(statuses)
         seen = dict.fromkeys((s.crawl_id, s.origin) for s in statuses)
         new_origins = [key for key in seen if key not in self._known_origins]
-        calls += self._batches(("origin", key, 64) for key in new_origins)
-        await self._all(calls)
+        small += [
+            ("origin", key, 2 * _CELL + len(key[0]) + len(key[1]), key[:1]) for key in new_origins
+        ]
+        await self._all([self._call(group) for group in pack(rows, small)])
         for key in new_origins:  # only once written: a failed write is retried whole
             self._known_origins[key] = None
         while len(self._known_origins) > KNOWN_ORIGINS:
             del self._known_origins[next(iter(self._known_origins))]
 
-    def _page_row(self, p: Page) -> tuple[Any, ...]:
+    def _page_row(self, p: Page) -> Row:
+        """The ``pages`` row of ``p``, its estimated size and its partition."""
         row = [getattr(p, f) for f in _PAGE_FIELDS]
-        row[_LINKS] = _encode_links(p.links).decode("utf-8")
-        return (url_hash(p.url), *row, micros(p.fetched_at))
+        links = _encode_links(p.links)
+        row[_LINKS] = links.decode("utf-8")
+        hashed = url_hash(p.url)
+        size = _CELL * (len(row) + 1 + len(p.headers)) + len(links) + len(p.url) + len(p.final_url)
+        size += len(p.crawl_id) + len(p.origin) + len(p.title or "") + len(p.body_sha256)
+        size += sum(len(k) + len(v) for k, v in p.headers.items())
+        size += sum(len(r) for r in p.redirects) + len(p.canonical or "")
+        if p.body is not None:
+            size += len(p.body.encode("utf-8", "surrogatepass"))
+        return ("page", (hashed, *row, micros(p.fetched_at)), size, ("page", p.crawl_id, hashed))
 
-    def _status_batches(self, statuses: Sequence[UrlStatus]) -> list[Call]:
-        """url_status rows grouped by partition: one call per (crawl, origin, bucket)."""
-        rows: dict[tuple[Any, ...], list[tuple[str, tuple[Any, ...], int]]] = {}
+    def _status_rows(self, statuses: Sequence[UrlStatus]) -> list[Row]:
+        """url_status rows, those of one partition (crawl, origin, bucket) together."""
+        rows: dict[tuple[str, str, int], list[Row]] = {}
         for s in statuses:
             bucket = origin_bucket(url_hash(s.url))
             row = (
@@ -180,34 +198,21 @@ class CassandraSink:
                 s.status or 0, s.last_error or "", s.final_url or "", s.updated_at,
                 micros(s.updated_at),
             )  # fmt: skip
-            size = 64 + len(s.url) + len(s.last_error or "") + len(s.final_url or "")
-            rows.setdefault((s.crawl_id, s.origin, bucket), []).append(("status", row, size))
-        return self._batches(item for group in rows.values() for item in group)
+            size = _CELL * len(row) + len(s.crawl_id) + len(s.origin) + len(s.url)
+            size += len(s.last_error or "") + len(s.final_url or "")
+            key = (s.crawl_id, s.origin, bucket)
+            rows.setdefault(key, []).append(("status", row, size, key))
+        return [item for group in rows.values() for item in group]
 
-    def _batches(self, items: Iterable[tuple[str, tuple[Any, ...], int]]) -> list[Call]:
-        """Consecutive items of one partition (same statement and key) -> one call: an
-        unlogged batch of at most ``BATCH_BYTES``, or the bound statement when alone."""
-        groups: list[list[tuple[str, tuple[Any, ...]]]] = []
-        current: tuple[Any, ...] | None = None
-        size = 0
-        for name, row, nbytes in items:
-            key = (name, *_key(name, row))
-            if not groups or key != current or size + nbytes > BATCH_BYTES:
-                groups.append([])
-                current, size = key, 0
-            groups[-1].append((name, row))
-            size += nbytes
-        calls = []
-        for group in groups:
-            if len(group) == 1:
-                calls.append(self._bind(*group[0]))
-                continue
-            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-            batch.is_idempotent = True
-            for name, row in group:
-                batch.add(self._prepared[name], row)
-            calls.append((batch, None))
-        return calls
+    def _call(self, group: Group) -> Call:
+        """One request: the bound statement of a lone row, else an unlogged batch."""
+        if len(group) == 1:
+            return self._bind(*group[0])
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        batch.is_idempotent = True
+        for name, row in group:
+            batch.add(self._prepared[name], row)
+        return (batch, None)
 
     def _bind(self, name: str, row: tuple[Any, ...]) -> Call:
         return (self._prepared[name].bind(row), None)
@@ -345,8 +350,3 @@ class CassandraSink:
         if self._session is None:
             raise CrawlError("CassandraSink used before start() or after stop()")
         return await execute_many(self._session, calls, self._config.concurrency)
-
-
-def _key(name: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The partition key values at the start of a row of statement ``name``."""
-    return row[:1] if name == "origin" else row[:3]

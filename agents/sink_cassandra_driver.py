@@ -1,8 +1,8 @@
 """The Cassandra driver seen from asyncio: connect, the schema, and many statements at once.
 
-``execute_many`` runs a group of statements (bound statements or single-partition unlogged
-batches) with at most ``window`` in flight and wakes the event loop ONCE, when the last one
-ended: the driver's callbacks run on its own thread, and a wake-up per statement (a
+``execute_many`` runs a group of statements (bound statements or small unlogged batches) with
+at most ``window`` in flight and wakes the event loop ONCE, when the last one ended: the
+driver's callbacks run on its own thread, and a wake-up per statement (a
 ``call_soon_threadsafe`` each) cost the sink more CPU than the rows. The driver's own
 ``execute_concurrent_async`` blocks its caller until every statement ended, so it cannot be
 called from the event loop.

@@ -19,6 +19,7 @@ from streamcrawl.agents.errors import CrawlError, SinkBackpressure
 from streamcrawl.agents.sink import Sink, url_hash
 from streamcrawl.agents.sink_cassandra import CassandraSink
 from streamcrawl.agents.sink_cassandra_driver import connect, create_schema, schema_statements
+from streamcrawl.agents.sink_cassandra_pack import BATCH_BYTES, MAX_PARTITIONS
 from streamcrawl.agents.sink_config import CassandraConfig
 from streamcrawl.agents.sink_memory import MemorySink
 from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
@@ -190,9 +191,15 @@ async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyP
         calls.append(len(group))
         return [(False, OperationTimedOut("slow")) for _ in group]
 
+    # Each state too big to share a request (sink_cassandra_pack.BATCH_BYTES): two requests.
+    error = "x" * BATCH_BYTES
+    states = [
+        status("c", f"https://example.org/{i}", TerminalState.FAILED, last_error=error)
+        for i in range(2)
+    ]
     monkeypatch.setattr(sink, "_execute", failing)
     with pytest.raises(SinkBackpressure) as raised:
-        await sink.write([], [status("c", "https://example.org/", TerminalState.FETCHED)])
+        await sink.write([], states[:1])
     assert raised.value.retry_after > 0
     assert calls == [2, 2, 2]  # the state and the crawl's origin, each tried 1 + 2 times
 
@@ -204,13 +211,14 @@ async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyP
         return next(answers)
 
     monkeypatch.setattr(sink, "_execute", flaky)
-    await sink.write([], [status("c", "https://example.org/", TerminalState.FETCHED)])
-    assert retried == [2, 1]  # only the failed statement is retried
+    sink._known_origins[("c", "https://example.org")] = None
+    await sink.write([], states)
+    assert retried == [2, 1]  # only the failed request is retried
 
 
 @pytest.mark.cassandra
 @pytest.mark.integration
-async def test_at_most_two_statements_per_page_in_single_partition_batches(
+async def test_few_requests_in_unlogged_batches_within_cassandras_warning_bounds(
     cassandra_hosts: str, cassandra_keyspace: str, crawl_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)
@@ -225,28 +233,37 @@ async def test_at_most_two_statements_per_page_in_single_partition_batches(
         return await execute(calls)
 
     monkeypatch.setattr(sink, "_execute", counting)
+    tables = {sink._prepared[name].query_id: name for name in ("page", "status", "origin")}
+    links = tuple(Outlink(f"https://example.org/l/{i}", f"link {i}") for i in range(30))
     try:
-        pages = [page(crawl_id, f"https://example.org/s/{i}") for i in range(300)]
+        pages = [page(crawl_id, f"https://example.org/s/{i}", links=links) for i in range(300)]
         statuses = [status(crawl_id, p.url, TerminalState.FETCHED) for p in pages]
         out = [status(crawl_id, f"https://x.example/{i}", TerminalState.OUT_OF_SCOPE,
                       origin="https://x.example") for i in range(100)]  # fmt: skip
         await sink.write(pages, statuses + out)
         assert len(groups) == 1  # one group: one event-loop wake-up for the whole write
-        statements = groups[0]
-        # 300 pages + at most 64 url_status buckets per origin + 1 crawl_origins
-        assert len(statements) <= 300 + 2 * 64 + 1 <= 2 * len(pages)
-        for call, _paging in statements:
-            if isinstance(call, BatchStatement):
-                assert call.batch_type == BatchType.UNLOGGED
-                entries = call._statements_and_parameters  # (prepared?, query id, values)
-                assert len({query_id for _p, query_id, _v in entries}) == 1
-                # the partition key: (crawl_id) in crawl_origins, else the first 3 columns
-                keys = {tuple(v[:1] if len(v) == 2 else v[:3]) for _p, _q, v in entries}
-                assert len(keys) == 1, keys
+        requests = groups[0]
+        assert len(requests) <= len(pages) + 10  # about one per page: the states ride along
+        rows = 0
+        for call, _paging in requests:
+            if not isinstance(call, BatchStatement):
+                rows += 1
+                continue
+            assert call.batch_type == BatchType.UNLOGGED
+            entries = call._statements_and_parameters  # (prepared?, query id, values)
+            rows += len(entries)
+            # the partition key: (crawl_id, url_hash) in pages, (crawl_id) in crawl_origins,
+            # (crawl_id, origin, bucket) in url_status: the first values of each row
+            width = {"page": 2, "origin": 1, "status": 3}
+            keys = {(tables[q], *v[: width[tables[q]]]) for _p, q, v in entries}
+            assert len(keys) <= MAX_PARTITIONS, keys
+            assert sum(1 for _p, q, _v in entries if tables[q] == "page") <= 1  # ~3 KB each
+        assert rows == len(pages) + len(statuses) + len(out) + 2  # + the crawl's 2 origins
         assert (await sink.counts(crawl_id))[crawl_id]["fetched"] == 300
+        assert (await sink.get_page(crawl_id, pages[7].url)) == pages[7]
         groups.clear()
         await sink.write([], statuses)  # origins already written: no crawl_origins statement
-        assert len(groups[0]) <= 64
+        assert len(groups[0]) <= len(statuses) // 8  # states alone: 9 or 10 per request
     finally:
         await sink.stop()
 
