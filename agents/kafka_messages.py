@@ -90,9 +90,12 @@ def _outcome_value(
     outcome: Outcome, links: list[UrlRef], limit: int
 ) -> tuple[bytes, tuple[UrlRef, ...]]:
     """The outcome with as many ``links`` as fit (the others are returned)."""
-    links = [*outcome.links, *links]
-    if not links:
-        return encode(outcome), ()
+    if links:
+        outcome = msgspec.structs.replace(outcome, links=(*outcome.links, *links))
+    whole = encode(outcome)
+    if len(whole) <= limit:  # nearly always: one encoding, no link measured alone
+        return whole, ()
+    links = list(outcome.links)
     room = limit - len(encode(msgspec.structs.replace(outcome, links=())))
     kept = _take(links, room)
     value = encode(msgspec.structs.replace(outcome, links=tuple(links[:kept])))

@@ -31,6 +31,7 @@ from mode import Service
 from streamcrawl.agents.health import Health, kafka_probe, sink_probe
 from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.kafka_frontier import FrontierAgent
+from streamcrawl.agents.kafka_partitioner import key_partition
 from streamcrawl.agents.kafka_scheduler import FetchService
 from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
@@ -72,6 +73,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         producer_max_request_size=settings.max_message_bytes,
         # Pages carry their bodies: compressed by the producer (the topic's zstd keeps them).
         producer_compression_type="zstd",
+        producer_partitioner=key_partition,  # the default one, each key hashed once
         consumer_max_fetch_size=settings.max_message_bytes,
         broker_commit_interval=1.0,
         # A worker killed -9 hands its partitions over after this (Faust's default is 60 s);
