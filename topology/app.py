@@ -42,6 +42,7 @@ from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
 from streamcrawl.topology.settings import Settings
+from streamcrawl.topology.table_reads import DirectReads
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         )
 
     tables = {name: table(name) for name in ("seen", "pending", "origins")}
-    store = TableStore(tables["seen"], tables["pending"], tables["origins"])
+    store = TableStore(*(DirectReads(tables[n]) for n in ("seen", "pending", "origins")))
     view = SharedView(
         aiokafka_connection(settings), f"{prefix}.control", f"{prefix}.budget", metrics
     )
