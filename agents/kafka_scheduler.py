@@ -105,10 +105,11 @@ class FetchService(Service):
             max_unapplied = max(4 * concurrency, MIN_MAX_UNAPPLIED)
         self.max_unapplied = max_unapplied
         self.halted = halted  # the app is stopping: start nothing new
-        # A rebalance has begun (Faust sets it in aiokafka's revoke callback, ~90 ms before
-        # ``revoke`` is called): start nothing new either. A request started in between could
-        # end before ``revoke``, uncounted as in flight there, with its outcome published
-        # while the consumer no longer applies it (issue 13: such a URL was fetched again).
+        # A rebalance is under way (from aiokafka's revoke callback, ~90 ms before ``revoke``
+        # is called: ``topology.rebalance``): start nothing new either. A request started in
+        # between could end before ``revoke``, uncounted as in flight there, with its outcome
+        # published while the consumer no longer applies it (issue 13: its URL was fetched
+        # again).
         self.rebalancing = rebalancing
         self.page_bytes = page_bytes  # max message size of the pages topic
         self._publish_errors = 0  # consecutive reports that could not be published at all

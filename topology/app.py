@@ -41,6 +41,7 @@ from streamcrawl.topology.acks import committed_offset, refuse_untracked_acks
 from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
+from streamcrawl.topology.rebalance import RebalanceGate
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.table_reads import DirectReads
 
@@ -158,6 +159,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     view = SharedView(
         aiokafka_connection(settings), f"{prefix}.control", f"{prefix}.budget", metrics
     )
+    rebalancing = RebalanceGate(app)
     fetcher = FetchService(
         store=store,
         view=view,
@@ -170,7 +172,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         page_bytes=settings.max_message_bytes,
         max_origins=settings.max_origins_in_memory,
         halted=lambda: bool(app.should_stop),
-        rebalancing=lambda: bool(app.rebalancing),
+        rebalancing=rebalancing,
         guard=settings.address_guard(),
     )
     frontier = FrontierAgent(
@@ -216,6 +218,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(_app: Any, assigned: set[TP], **_: Any) -> None:
         # Sent before the recovery of this generation starts: its assignment.
+        rebalancing.assigned()
         fetcher.assigned({tp.partition for tp in assigned if tp.topic == frontier_topic})
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
