@@ -22,8 +22,12 @@ order); ``handle`` is a batch of one:
 A catch-up marker inside a batch commits what came before it first, so the scheduler indexes
 its partition with those outcomes applied. It counts only if every offset of its partition
 before it was applied: here, in order, or before the consumer's committed offset
-(``Committed``); otherwise it is ignored and not acknowledged (``handle_batch`` returns it), and
-its re-delivery or resend (``agents.kafka_ownership.MARKER_PATIENCE``) counts instead.
+(``Committed``); otherwise it is ignored, and its re-delivery or resend
+(``agents.kafka_ownership.MARKER_PATIENCE``) counts instead. No event read out of that order
+(after a rebalance, before the consumer seeks back to an event it skipped) is acknowledged
+(``handle_batch`` returns them): acknowledged, Faust could commit past the skipped one, which
+would then never be applied. An outcome or URL batch among them is applied all the same, and
+again when read again (replay-safe).
 
 No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
 """
@@ -159,7 +163,7 @@ class FrontierAgent:
         self, events: Sequence[tuple[Where, bytes | None]], enter: Enter = lambda _p: None
     ) -> set[int]:
         """Apply ``events`` in order and commit them; the indexes of the events that must not
-        be acknowledged (catch-up markers ignored, see ``_marker``). Never raises for bad
+        be acknowledged (read out of offset order, see ``_in_order``). Never raises for bad
         input; Kafka errors propagate (then nothing may be acknowledged: the batch is replayed).
 
         ``enter(p)`` is called before an event of partition ``p`` is read and before ``p``'s
@@ -168,11 +172,12 @@ class FrontierAgent:
         refused: set[int] = set()
         for i, (where, value) in enumerate(events):
             in_order = self._in_order(where)
+            if not in_order:
+                refused.add(i)
             if value is not None and value.startswith(MARKER):
                 await self._commit(batch, enter)
                 batch = _Batch()
-                if not self._marker(where, value[len(MARKER) :], in_order):
-                    refused.add(i)
+                self._marker(where, value[len(MARKER) :], in_order)
                 continue
             enter(where.partition)
             await self._event(batch, where, value)
@@ -192,10 +197,10 @@ class FrontierAgent:
         self._applied[key] = max(upto, where.offset + 1)
         return True
 
-    def _marker(self, where: Where, token: bytes, in_order: bool) -> bool:
+    def _marker(self, where: Where, token: bytes, in_order: bool) -> None:
         """A catch-up marker: tell the scheduler, unless an outcome before it was not applied
-        (it would dispatch that outcome's URL again). False: ignored, not to be acknowledged
-        (the consumer's seek reads it again after the skipped one, or the marker is resent)."""
+        (it would dispatch that outcome's URL again): then ignored (the consumer's seek reads
+        it again after the skipped one, or the marker is resent)."""
         log.info(
             "catch-up marker at %s/%s@%s%s",
             where.topic,
@@ -206,7 +211,6 @@ class FrontierAgent:
         )
         if in_order:
             self.hook.caught_up(where.partition, token)
-        return in_order
 
     async def _event(self, batch: _Batch, where: Where, value: bytes | None) -> None:
         short = where.topic.rpartition(".")[2]

@@ -96,7 +96,7 @@ async def run_batches(
                 _enter({e.message.partition: e for e in events}),
             )
             for i, event in enumerate(events):  # in order: Faust commits up to the first gap
-                if i not in refused:  # a catch-up marker read too early: read again later
+                if i not in refused:  # read out of order, before a seek: read again later
                     await stream.ack(event)
             metrics.frontier_batch.observe(loop.time() - started)
             metrics.frontier_batch_events.observe(len(events))

@@ -54,7 +54,7 @@ class Frontier:
     def __init__(self, stream: Stream, fail: bool = False, refuse: int | None = None) -> None:
         self.stream = stream
         self.fail = fail
-        self.refuse = refuse  # the offset of an event not to be acknowledged (a marker ignored)
+        self.refuse = refuse  # the offset of an event not to be acknowledged (out of order)
         self.batches: list[list[tuple[int, int]]] = []
         self.acked_before: list[int] = []
 
@@ -98,8 +98,8 @@ def test_events_are_acked_after_their_batch_in_order_and_batches_are_bounded() -
 
 
 def test_an_event_the_frontier_refuses_is_not_acked() -> None:
-    # An ignored catch-up marker: acknowledged, Faust could commit past the outcome before it
-    # that was skipped, and that outcome would never be applied.
+    # Read out of order: acknowledged, Faust could commit past the event before it that was
+    # skipped, and that event would never be applied.
     stream = Stream([Event(0, 1), Event(0, 2), Event(0, 3)])
     frontier = Frontier(stream, refuse=2)
     asyncio.run(run_for(stream, frontier, 0.3, within=0.05))
