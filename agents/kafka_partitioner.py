@@ -4,7 +4,8 @@ aiokafka's ``DefaultPartitioner`` runs its pure-Python murmur2 over the key of e
 sent: 1.5 % of a saturated worker's py-spy samples (8 x 500), for keys that repeat all the
 time (every message of an origin is keyed by that origin). ``key_partition`` gives exactly what
 ``DefaultPartitioner`` gives (Java's client and librdkafka's ``murmur2_random`` agree on a
-non-empty key), remembering the last ``KEYS`` keys' hashes.
+non-empty key), remembering the last ``KEYS`` keys' hashes; ``kafka_state.partition_for``
+(the frontier agent's routing check of every event) uses the same ``key_hash``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import Final
 
 from aiokafka.partitioner import murmur2
 
-KEYS: Final = 65_536
+KEYS: Final = 16_384  # ~2.5 MB at most: keys are origins, a few hundred at a time
 
 
 @lru_cache(maxsize=KEYS)
-def _hash(key: bytes) -> int:
+def key_hash(key: bytes) -> int:
+    """Kafka's murmur2 of ``key``, made positive (``DefaultPartitioner``'s index before the
+    modulo); remembered for the last ``KEYS`` keys."""
     hashed: int = murmur2(key)
     return hashed & 0x7FFFFFFF
 
@@ -32,4 +35,4 @@ def key_partition(
     (else any) for no key, as ``DefaultPartitioner``."""
     if key is None:
         return random.choice(available or all_partitions)
-    return all_partitions[_hash(bytes(key)) % len(all_partitions)]
+    return all_partitions[key_hash(bytes(key)) % len(all_partitions)]

@@ -17,8 +17,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, TypeVar
 
-from aiokafka.partitioner import murmur2
-
+from streamcrawl.agents.kafka_partitioner import key_hash
 from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, SEGMENTS, Store, Value
 
 # Crash-safe write order. Faust writes a table key by key (RocksDB put + a changelog message),
@@ -57,8 +56,7 @@ def partition_for(origin: str, partitions: int) -> int:
     Identical to aiokafka's ``DefaultPartitioner`` and to librdkafka's ``murmur2_random`` for a
     non-empty key, so seeds, links and outcomes of one origin meet in one partition.
     """
-    hashed: int = murmur2(origin.encode())
-    return (hashed & 0x7FFFFFFF) % partitions
+    return key_hash(origin.encode()) % partitions  # murmur2, remembered per key
 
 
 def write_order(changes: Mapping[bytes, Value]) -> list[tuple[bytes, Value]]:
