@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 from aiokafka import AIOKafkaConsumer
-from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka.errors import CommitFailedError, ConsumerStoppedError, IllegalStateError
 from mode import Service
 
 from streamcrawl.agents.errors import SinkBackpressure
@@ -149,10 +149,12 @@ class SinkConsumer(Service):
         open_sink: Callable[[], Awaitable[Sink]],
         metrics: Metrics,
         keep_body: Callable[[str], bool] = lambda _crawl_id: True,
+        tune_consumer: Callable[[AIOKafkaConsumer], None] = lambda _consumer: None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.keep_body = keep_body
+        self.tune_consumer = tune_consumer  # called with the consumer once it started
         self.connection = connection
         self.max_message_bytes = max_message_bytes
         self.topics = list(topics)
@@ -174,6 +176,7 @@ class SinkConsumer(Service):
             fetch_max_bytes=max(self.max_message_bytes, 52428800),
         )
         await self._consumer.start()
+        self.tune_consumer(self._consumer)
         self.add_future(self._run())
 
     async def on_stop(self) -> None:
@@ -181,6 +184,15 @@ class SinkConsumer(Service):
             await self._consumer.stop()
 
     async def _run(self) -> None:
+        try:
+            await self._consume()
+        except ConsumerStoppedError:
+            if not self.should_stop:
+                raise
+            # Stopped mid-batch (``on_stop`` closed the consumer, e.g. in the window's sleep):
+            # the batch's offsets stay uncommitted and it is written again after the restart.
+
+    async def _consume(self) -> None:
         assert self._consumer is not None
         consumer = self._consumer
         sink = self.sink = await self.open_sink()

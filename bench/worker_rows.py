@@ -9,7 +9,8 @@
 * ``politeness``: the politeness-bound row alone (default 256 x 20 at 0.5 s, one worker),
   ``--runs`` times behind the bench's nginx: pages/s over the access log's span against the
   ideal origins/delay, the smallest per-origin gap at the server, and the worker's CPU per
-  page. ``python -m bench.worker_rows --politeness 256x20@0.5 [--workers 2] [--runs 3]``.
+  page. ``python -m bench.worker_rows --politeness 256x20@0.5 [--workers 2] [--runs 3]``
+  (``--port``: the site's first port, one per origin, when 21000 and up are taken).
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def politeness_rows(
     runs: int,
     timeout: float = 1800.0,
     profile: Path | None = None,
+    port: int = 21000,
 ) -> dict:
     """The politeness-bound row ``runs`` times: each run's figures and their medians; with
     ``profile``, every worker of each run under ``py-spy record`` (``profile`` + run number,
@@ -178,7 +180,7 @@ def politeness_rows(
     spec_s, _, delay_s = size.partition("@")
     origins, _, pages = spec_s.partition("x")
     delay = float(delay_s or 0.5)
-    site = suite.ensure_site(workdir, int(origins), int(pages), 21000)
+    site = suite.ensure_site(workdir, int(origins), int(pages), port)
     name = f"kafka-{workers}"
     args = argparse.Namespace(timeout=timeout, stock=False)
     results = []
@@ -221,10 +223,18 @@ def main() -> None:
     ap.add_argument("--politeness", metavar="OxP@DELAY", help="run the politeness row instead")
     ap.add_argument("--workers", type=int, default=1, help="workers of the politeness row")
     ap.add_argument("--runs", type=int, default=1, help="runs of the politeness row")
+    ap.add_argument(
+        "--port", type=int, default=21000, help="first port of the site (one per origin)"
+    )
     args = ap.parse_args()
     if args.politeness:
         row = politeness_rows(
-            args.workdir, args.politeness, args.workers, args.runs, profile=args.profile
+            args.workdir,
+            args.politeness,
+            args.workers,
+            args.runs,
+            profile=args.profile,
+            port=args.port,
         )
         print(json.dumps(row["median"], indent=1, default=str))
         return

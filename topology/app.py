@@ -40,7 +40,12 @@ from streamcrawl.agents.sink import Sink
 from streamcrawl.topology.acks import committed_offset, refuse_untracked_acks
 from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.batching import DurableCommit, run_batches
-from streamcrawl.topology.kafka_clients import aiokafka_connection, faust_credentials
+from streamcrawl.topology.kafka_clients import (
+    aiokafka_connection,
+    faust_credentials,
+    fetch_in_windows,
+    fetch_worker_in_windows,
+)
 from streamcrawl.topology.rebalance import RebalanceGate
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.table_reads import DirectReads
@@ -86,6 +91,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         autodiscover=False,
     )
     metrics = Metrics()
+    fetch_worker_in_windows(app)  # while records come, fetches wait up to 100 ms for more
 
     def topic(*shorts: str, **kwargs: Any) -> Any:
         return app.topic(
@@ -204,6 +210,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             _sink_opener(settings, sink),
             metrics,
             keep_body=lambda crawl_id: _stores_bodies(view, crawl_id),
+            tune_consumer=fetch_in_windows,
         )
 
     def owned() -> set[int]:

@@ -32,6 +32,8 @@ from streamcrawl.agents.kafka_connection import KafkaConnection
 from streamcrawl.topology.settings import ENV_PREFIX, Settings
 
 if TYPE_CHECKING:
+    import faust
+    from aiokafka import AIOKafkaConsumer
     from faust.types.auth import CredentialsT
 
 # Faust/aiokafka/Java partition keys by murmur2; librdkafka's default is CRC32, which would
@@ -161,3 +163,50 @@ def librdkafka_producer_config(settings: Settings) -> dict[str, Any]:
         "enable.idempotence": True,
         "message.max.bytes": settings.max_message_bytes,
     }
+
+
+# Consumer fetches of the worker (Faust's consumer: ``frontier``, ``outcomes``, changelogs; the
+# sink's: ``pages``, ``status``). With aiokafka's one byte, the broker answered a fetch as soon
+# as anything arrived: a worker crawling 16-32 pages/s got an answer, and woke its threads, for
+# nearly every message (~40 fetches a second on Faust's consumer alone). After a fetch that
+# brought records, the next one waits up to FETCH_MAX_WAIT_MS for FETCH_MIN_BYTES (a saturated
+# worker fills them sooner); after one that brought none it waits as configured (Faust: 1.5 s,
+# aiokafka: 0.5 s) but returns with the first record, so that an idle worker fetches rarely.
+# Measured in docs/architecture.md (issue 11).
+FETCH_MIN_BYTES = 64 * 1024
+FETCH_MAX_WAIT_MS = 100
+
+
+def fetch_in_windows(consumer: AIOKafkaConsumer) -> None:
+    """Switch a started ``consumer``'s fetches between the window above (while records come)
+    and its own settings (once a fetch brought nothing). aiokafka's fetcher reads both values
+    each time it builds a fetch request; ``_proc_fetch_request`` says whether records came."""
+    fetcher = consumer._fetcher
+    idle = (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms)
+    proc = fetcher._proc_fetch_request
+
+    async def proc_fetch_request(*args: Any) -> bool:
+        got: bool = await proc(*args)
+        busy = (FETCH_MIN_BYTES, FETCH_MAX_WAIT_MS)
+        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = busy if got else idle
+        return got
+
+    fetcher._proc_fetch_request = proc_fetch_request
+
+
+def fetch_worker_in_windows(app: faust.App) -> None:
+    """``fetch_in_windows`` for Faust's worker consumer (Faust has no setting for its fetches:
+    it passes aiokafka a fixed ``fetch_max_wait_ms``): its transport builds the consumer thread
+    through these subclasses."""
+    from faust.transport.drivers import aiokafka as driver
+
+    class ConsumerThread(driver.AIOKafkaConsumerThread):
+        async def on_start(self) -> None:
+            await super().on_start()
+            fetch_in_windows(self._ensure_consumer())
+
+    class Consumer(driver.Consumer):
+        def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
+            return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    app.transport.Consumer = Consumer  # type: ignore[misc]

@@ -1,0 +1,88 @@
+"""The worker's consumers fetch in short windows while records come and wait long while none
+do (``topology.kafka_clients.fetch_in_windows``): Faust's own consumer, which has no setting
+for it, and the sink's."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamcrawl.topology import app as app_module
+from streamcrawl.topology import kafka_clients
+from streamcrawl.topology.kafka_clients import FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES, fetch_in_windows
+from streamcrawl.topology.settings import load_settings
+
+
+class Fetcher:
+    """aiokafka's fetcher as far as the switch uses it: its two settings, and the fetch that
+    says whether it brought records."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self._fetch_min_bytes, self._fetch_max_wait_ms = 1, 1500
+        self.answers = answers
+        self.asked: list[tuple[int, int]] = []  # the settings each fetch was built with
+
+    async def _proc_fetch_request(self, *_: Any) -> bool:
+        self.asked.append((self._fetch_min_bytes, self._fetch_max_wait_ms))
+        return self.answers.pop(0)
+
+
+class Consumer:
+    def __init__(self, fetcher: Fetcher) -> None:
+        self._fetcher = fetcher
+
+
+def test_fetches_wait_for_more_after_records_and_as_configured_after_none() -> None:
+    fetcher = Fetcher([False, True, True, False, True])
+    fetch_in_windows(Consumer(fetcher))  # type: ignore[arg-type]
+
+    async def fetch_all() -> list[bool]:
+        return [await fetcher._proc_fetch_request(None, 0, None) for _ in range(5)]
+
+    assert asyncio.run(fetch_all()) == [False, True, True, False, True]
+    idle, busy = (1, 1500), (FETCH_MIN_BYTES, FETCH_MAX_WAIT_MS)
+    assert fetcher.asked == [idle, idle, busy, busy, idle]
+    assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == busy
+
+
+def test_fausts_worker_consumer_switches_once_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from faust.transport.drivers import aiokafka as driver
+
+    fetcher = Fetcher([True])
+
+    async def started(self: Any) -> None:  # Faust's on_start, without a broker
+        self._consumer = Consumer(fetcher)
+
+    monkeypatch.setattr(driver.AIOKafkaConsumerThread, "on_start", started)
+    app = app_module.create_app(load_settings(state_dir=tmp_path))
+
+    async def start_and_fetch() -> None:
+        thread = app.consumer._thread  # type: ignore[attr-defined]
+        await thread.on_start()
+        await fetcher._proc_fetch_request(None, 0, None)
+
+    asyncio.run(start_and_fetch())
+    assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == (
+        FETCH_MIN_BYTES,
+        FETCH_MAX_WAIT_MS,
+    )
+
+
+def test_the_sink_consumer_is_tuned_once_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tunes: list[Any] = []
+
+    class SinkConsumer(app_module.SinkConsumer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            tunes.append(kwargs["tune_consumer"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(app_module, "SinkConsumer", SinkConsumer)
+    app_module.create_app(load_settings(state_dir=tmp_path))
+    assert tunes == [kafka_clients.fetch_in_windows]
