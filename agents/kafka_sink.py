@@ -125,8 +125,9 @@ SINK_BATCH = 500  # records per poll and sink write
 SINK_POLL_MS = 200  # how long a poll waits for records
 # After a poll that found fewer than SINK_BATCH records, how long to let more arrive before
 # writing: at low rates a poll returns one or two records, and each write pays its fixed
-# costs (the Cassandra calls of a status batch, the offset commit) for them alone.
-SINK_WINDOW = 0.2
+# costs (the Cassandra calls of a status batch, the offset commit) for them alone. 1 s (was
+# 0.2 s, a sleep): a worker at 16-32 pages/s writes once a second (docs/architecture.md).
+SINK_WINDOW = 1.0
 
 
 class SinkConsumer(Service):
@@ -214,16 +215,21 @@ class SinkConsumer(Service):
             self.update_lag()
 
     async def _fill(self, batch: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
-        """``batch`` and what arrived within ``SINK_WINDOW`` after it, at most ``SINK_BATCH``
-        records (each partition's records stay in offset order)."""
+        """``batch`` and what arrives within ``SINK_WINDOW`` after it, until ``SINK_BATCH``
+        records (each partition's records stay in offset order). A poll returns once records
+        came (a few times a second with the wiring's fetch windows), so a batch that fills is
+        written without waiting out the window."""
         n = sum(len(msgs) for msgs in batch.values())
-        if n >= SINK_BATCH or SINK_WINDOW <= 0:
-            return batch
-        await asyncio.sleep(SINK_WINDOW)
         assert self._consumer is not None
-        more = await self._consumer.getmany(timeout_ms=0, max_records=SINK_BATCH - n)
-        for tp, msgs in more.items():
-            batch.setdefault(tp, []).extend(msgs)
+        deadline = time.monotonic() + SINK_WINDOW
+        while n < SINK_BATCH:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                break
+            more = await self._consumer.getmany(timeout_ms=left_ms, max_records=SINK_BATCH - n)
+            for tp, msgs in more.items():
+                batch.setdefault(tp, []).extend(msgs)
+                n += len(msgs)
         return batch
 
     def _pause(self, paused: bool) -> None:

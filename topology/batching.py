@@ -62,10 +62,16 @@ async def run_batches(
     """The frontier agent's body: apply the stream's events in batches, ack them after."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=2 * max_events)
+    # Set by the reader once the queue holds the rest of a batch: the window then ends early.
+    # The batch task wakes once per window, not once per event (at low rates events come one
+    # at a time, and a timed ``queue.get`` per event was a task and a timer each).
+    filled = asyncio.Event()
 
     async def read() -> None:
         async for event in stream.noack().events():
             await queue.put(event)
+            if queue.qsize() >= max_events - 1:
+                filled.set()
 
     reader = asyncio.ensure_future(read())
     try:
@@ -77,15 +83,11 @@ async def run_batches(
                 reader.result()  # the stream ended or failed: raise it
                 return
             events = [getter.result()]
-            deadline = loop.time() + within
-            while len(events) < max_events:
-                if queue.empty():
-                    left = deadline - loop.time()
-                    if left <= 0:
-                        break
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        events.append(await asyncio.wait_for(queue.get(), left))
-                    continue
+            if queue.qsize() < max_events - 1:
+                filled.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(filled.wait(), within)
+            while len(events) < max_events and not queue.empty():
                 events.append(queue.get_nowait())
             started = loop.time()
             refused = await frontier.handle_batch(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -82,7 +83,7 @@ def test_lag_is_what_the_broker_has_that_the_sink_has_not_written() -> None:
 
 
 class ScriptedConsumer:
-    """``getmany`` answers from a script: what a poll after the window finds."""
+    """``getmany`` answers from a script, then finds nothing for the whole timeout."""
 
     def __init__(self, *answers: dict[str, list[int]]) -> None:
         self.answers = list(answers)
@@ -90,7 +91,10 @@ class ScriptedConsumer:
 
     async def getmany(self, timeout_ms: int, max_records: int) -> dict[str, list[int]]:
         self.asked.append(max_records)
-        return self.answers.pop(0)
+        if self.answers:
+            return self.answers.pop(0)
+        await asyncio.sleep(timeout_ms / 1000)
+        return {}
 
 
 async def test_a_small_poll_waits_the_window_for_more_records_in_offset_order(
@@ -101,7 +105,20 @@ async def test_a_small_poll_waits_the_window_for_more_records_in_offset_order(
     sinker._consumer = ScriptedConsumer({"a": [3, 4], "b": [7]})  # type: ignore[assignment]
     batch = await sinker._fill({"a": [1, 2]})
     assert batch == {"a": [1, 2, 3, 4], "b": [7]}
-    assert sinker._consumer.asked == [kafka_sink.SINK_BATCH - 2]  # type: ignore[attr-defined]
+    asked = sinker._consumer.asked  # type: ignore[attr-defined]
+    assert asked == [kafka_sink.SINK_BATCH - 2, kafka_sink.SINK_BATCH - 5]  # then the window ended
+
+
+async def test_a_batch_that_fills_is_written_before_the_window_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kafka_sink, "SINK_BATCH", 5)
+    monkeypatch.setattr(kafka_sink, "SINK_WINDOW", 30.0)
+    sinker = kafka_sink.SinkConsumer({}, 1024, ["p.pages"], "g", MemorySink, Metrics())  # type: ignore[arg-type]
+    sinker._consumer = ScriptedConsumer({"a": [3]}, {"b": [7, 8]})  # type: ignore[assignment]
+    batch = await asyncio.wait_for(sinker._fill({"a": [1, 2]}), 5.0)
+    assert batch == {"a": [1, 2, 3], "b": [7, 8]}
+    assert sinker._consumer.asked == [3, 2]  # type: ignore[attr-defined]
 
 
 async def test_a_full_poll_is_written_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
