@@ -72,8 +72,9 @@ class Frontier:
 
 
 async def run_for(stream: Stream, frontier: Frontier, seconds: float, **kw: Any) -> None:
+    """Run the batch loop for ``seconds``, or until it raises (then re-raise)."""
     task = asyncio.ensure_future(run_batches(stream, frontier, Metrics(), **kw))  # type: ignore[arg-type]
-    await asyncio.sleep(seconds)
+    await asyncio.wait({task}, timeout=seconds)
     if task.done():
         task.result()
     task.cancel()
@@ -111,7 +112,9 @@ def test_a_failed_batch_acks_nothing_and_raises() -> None:
     stream = Stream([Event(0, 1), Event(0, 2)])
     frontier = Frontier(stream, fail=True)
     with pytest.raises(ConnectionError):
-        asyncio.run(run_for(stream, frontier, 0.3))
+        # the default window (0.2 s) must pass before the batch is applied: a generous bound,
+        # left as soon as the loop raises (0.3 s once failed on a loaded machine)
+        asyncio.run(run_for(stream, frontier, 10.0))
     assert stream.acked == []
 
 
