@@ -22,12 +22,12 @@ order); ``handle`` is a batch of one:
 A catch-up marker inside a batch commits what came before it first, so the scheduler indexes
 its partition with those outcomes applied. It counts only if every offset of its partition
 before it was applied: here, in order, or before the consumer's committed offset
-(``Committed``); otherwise it is ignored, and its re-delivery or resend
-(``agents.kafka_ownership.MARKER_PATIENCE``) counts instead. No event read out of that order
-(after a rebalance, before the consumer seeks back to an event it skipped) is acknowledged
-(``handle_batch`` returns them): acknowledged, Faust could commit past the skipped one, which
-would then never be applied. An outcome or URL batch among them is applied all the same, and
-again when read again (replay-safe).
+(``Committed``) or the log start (``LogStart``); otherwise it is ignored, and its re-delivery
+or resend (``agents.kafka_ownership.MARKER_PATIENCE``) counts instead. No event read out of
+that order (after a rebalance, before the consumer seeks back to an event it skipped) is
+acknowledged (``handle_batch`` returns them): acknowledged, Faust could commit past the skipped
+one, which would then never be applied. An outcome or URL batch among them is applied all the
+same, and again when read again (replay-safe).
 
 No Faust import: the wiring passes a ``Publisher`` and calls ``handle`` inside stream iteration.
 """
@@ -43,6 +43,8 @@ from typing import Protocol
 from streamcrawl.agents.frontier import Admission, Frontier
 from streamcrawl.agents.kafka_control import SharedView, budget_key
 from streamcrawl.agents.kafka_counts import add_admitted, admitted, count, counts_key, message_key
+from streamcrawl.agents.kafka_order import Committed, LogStart, OffsetOrder
+from streamcrawl.agents.kafka_order import Where as Where  # the agent's callers' too
 from streamcrawl.agents.kafka_state import TableStore, partition_for
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.rules import CrawlRules
@@ -85,11 +87,6 @@ class Committer(Protocol):
     def __call__(self, sends: Sends, writes: Writes, enter: Enter) -> Awaitable[None]: ...
 
 
-# The consumer's committed offset of a topic partition (the next one to read), None if unknown
-# or 0: every event before it was applied (``topology.acks`` refuses the acks of the others).
-Committed = Callable[[str, int], int | None]
-
-
 class SchedulerHook(Protocol):
     """The local scheduler, told about state the frontier just committed."""
 
@@ -105,23 +102,6 @@ class SchedulerHook(Protocol):
 # applied (Kafka keeps a partition's order), so the queue heads are exact and dispatching the
 # partition's origins refetches nothing whose outcome was already on its way.
 MARKER = b"\x00streamcrawl-catch-up:"
-
-
-@dataclass(frozen=True)
-class Where:
-    """Position of the event being handled, for logs and routing."""
-
-    topic: str
-    partition: int
-    offset: int
-
-    def extra(self, origin: str | None = None) -> dict[str, object]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-            "origin": origin,
-        }
 
 
 class FrontierAgent:
@@ -140,6 +120,7 @@ class FrontierAgent:
         spec_wait: float = SPEC_WAIT,
         commit: Committer | None = None,
         committed: Committed = lambda _topic, _partition: None,
+        log_start: LogStart | None = None,
     ) -> None:
         self.store = store
         self.view = view
@@ -151,9 +132,8 @@ class FrontierAgent:
         self.spec_wait = spec_wait
         self.commit = commit if commit is not None else self._attach
         self.committed = committed
-        # (topic, partition) -> an offset every offset below which was applied here or before
-        # the committed offset, for the catch-up markers (``_in_order``)
-        self._applied: dict[tuple[str, int], int] = {}
+        self.log_start = log_start
+        self._order = OffsetOrder()  # for the catch-up markers and the acks
 
     async def handle(self, where: Where, value: bytes | None) -> None:
         """Apply one event (a batch of one, see ``handle_batch``)."""
@@ -163,7 +143,7 @@ class FrontierAgent:
         self, events: Sequence[tuple[Where, bytes | None]], enter: Enter = lambda _p: None
     ) -> set[int]:
         """Apply ``events`` in order and commit them; the indexes of the events that must not
-        be acknowledged (read out of offset order, see ``_in_order``). Never raises for bad
+        be acknowledged (read out of offset order, see ``OffsetOrder``). Never raises for bad
         input; Kafka errors propagate (then nothing may be acknowledged: the batch is replayed).
 
         ``enter(p)`` is called before an event of partition ``p`` is read and before ``p``'s
@@ -171,7 +151,9 @@ class FrontierAgent:
         batch = _Batch()
         refused: set[int] = set()
         for i, (where, value) in enumerate(events):
-            in_order = self._in_order(where)
+            in_order = self._order.in_order(where, self.committed)
+            if not in_order and await self._order.look_up_start(where, self.log_start):
+                in_order = self._order.in_order(where, self.committed)
             if not in_order:
                 refused.add(i)
             if value is not None and value.startswith(MARKER):
@@ -183,19 +165,6 @@ class FrontierAgent:
             await self._event(batch, where, value)
         await self._commit(batch, enter)
         return refused
-
-    def _in_order(self, where: Where) -> bool:
-        """Whether every offset of ``where``'s partition before it was applied: here (events
-        of one partition come in order, but a rebalance can deliver a later one before the
-        consumer seeks back to an earlier one it skipped) or before the committed offset."""
-        key = (where.topic, where.partition)
-        upto = self._applied.get(key, 0)
-        if where.offset > upto:
-            upto = max(upto, self.committed(*key) or 0)
-            if where.offset > upto:
-                return False
-        self._applied[key] = max(upto, where.offset + 1)
-        return True
 
     def _marker(self, where: Where, token: bytes, in_order: bool) -> None:
         """A catch-up marker: tell the scheduler, unless an outcome before it was not applied

@@ -42,6 +42,16 @@ def committed_offset(consumer: Any, topic: str, partition: int) -> int | None:
     return None if value is None else int(value)
 
 
+async def log_start_offset(consumer: Any, topic: str, partition: int) -> int:
+    """The first offset the log of ``topic``/``partition`` still holds (``FrontierAgent``'s
+    ``log_start``): where the consumer resumes (auto offset reset: earliest) when the group
+    has no committed offset for it, or one below it. One ListOffsets round trip to the broker
+    (Faust's ``Consumer.earliest_offsets``: aiokafka's ``beginning_offsets``)."""
+    tp = TP(topic, partition)
+    offsets = await consumer.earliest_offsets(tp)
+    return int(offsets[tp])
+
+
 def refuse_untracked_acks(consumer: Any, topics: Collection[str]) -> None:
     """Make ``consumer.ack`` refuse events of ``topics`` that no stream delivered."""
     ack: Callable[[Any], bool] = consumer.ack

@@ -37,7 +37,7 @@ from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.sink import Sink
-from streamcrawl.topology.acks import committed_offset, refuse_untracked_acks
+from streamcrawl.topology.acks import committed_offset, log_start_offset, refuse_untracked_acks
 from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import (
@@ -190,6 +190,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         partitions=settings.partitions,
         commit=DurableCommit(app, prefix, tables, metrics),
         committed=lambda topic, partition: committed_offset(app.consumer, topic, partition),
+        log_start=lambda topic, partition: log_start_offset(app.consumer, topic, partition),
     )
     frontier_topic = f"{prefix}.frontier"
 

@@ -87,3 +87,65 @@ def test_an_event_read_out_of_order_is_applied_but_not_acknowledged() -> None:
     assert run(a, (Where(OUT, HERE, 1), fetched(ORIGIN, 1, "/a"))) == set()
     assert run(a, (Where(OUT, HERE, 2), fetched(ORIGIN, 2, "/b"))) == set()  # read again
     assert load_origin(store, ORIGIN).head == 3
+
+
+def with_log_start(a: FrontierAgent, start: int) -> list[tuple[str, int]]:
+    """The partitions' log starts at ``start`` (retention deleted what came before); the
+    look-ups made."""
+    calls: list[tuple[str, int]] = []
+
+    async def log_start(topic: str, partition: int) -> int:
+        calls.append((topic, partition))
+        return start
+
+    a.log_start = log_start
+    return calls
+
+
+def test_with_no_committed_offset_the_log_start_is_the_floor() -> None:
+    # The group's offsets expired and retention deleted outcomes @0..@9: the consumer resets
+    # to the earliest offset, @10, where nothing before can ever be applied.
+    a, hook, store = agent({})
+    calls = with_log_start(a, 10)
+    run(a, (Where(IN, HERE, 0), links(ORIGIN, "/", "/a")))
+    refused = run(
+        a,
+        (Where(OUT, HERE, 10), fetched(ORIGIN, 0, "/")),
+        (Where(OUT, HERE, 11), MARKER + b"t"),
+        (Where(OUT, HERE, 12), fetched(ORIGIN, 1, "/a")),
+    )
+    assert refused == set() and caught_up(hook) == 1
+    assert load_origin(store, ORIGIN).head == 2
+    assert calls == [(OUT, HERE)]  # looked up once, when @10 would have been refused
+    assert run(a, (Where(OUT, HERE, 13), MARKER)) == set() and calls == [(OUT, HERE)]
+
+
+def test_a_committed_offset_below_the_log_start_gives_way_to_it() -> None:
+    a, hook, _ = agent({(OUT, HERE): 4})  # committed, then deleted by retention
+    with_log_start(a, 10)
+    assert run(a, (Where(OUT, HERE, 10), MARKER + b"t")) == set()
+    assert caught_up(hook) == 1
+
+
+def test_past_the_log_start_a_stale_position_is_still_refused() -> None:
+    # Before the seek that ends a recovery (no committed offset known yet), a later event read
+    # at a position left over from before the rebalance: @11 is not in order after @10.
+    a, hook, _ = agent({})
+    calls = with_log_start(a, 10)
+    assert run(a, (Where(OUT, HERE, 12), MARKER + b"t"), (Where(OUT, HERE, 13), MARKER)) == {
+        0,
+        1,
+    }
+    assert caught_up(hook) == 0
+    assert calls == [(OUT, HERE)]  # not one look-up per refused event
+
+
+def test_a_failed_log_start_look_up_refuses_as_before() -> None:
+    a, hook, _ = agent({})
+
+    async def log_start(_topic: str, _partition: int) -> int:
+        raise OSError("broker unreachable")
+
+    a.log_start = log_start
+    assert run(a, (Where(OUT, HERE, 10), MARKER + b"t")) == {0}
+    assert caught_up(hook) == 0
