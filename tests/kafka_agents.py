@@ -67,7 +67,9 @@ class AgentsCrawl:
         self.view = SharedView(None, "t.control", "t.budget", self.metrics)  # type: ignore[arg-type]
         self.view.policies[self.policy.crawl_id] = self.policy
         self._inbox: asyncio.Queue[tuple[str, int, bytes]] = asyncio.Queue()
-        self._offset = 0
+        # each topic partition's next offset: the agent acknowledges and takes catch-up markers
+        # only in offset order (agents/kafka_order.py), as a Kafka partition delivers them
+        self._offsets: dict[tuple[str, int], int] = {}
         self._busy = False
         self.service = FetchService(
             store=self.store,
@@ -114,9 +116,10 @@ class AgentsCrawl:
         """The frontier agent's stream: one ``handle`` per event, in order."""
         while True:
             short, partition, value = await self._inbox.get()
-            self._offset += 1
+            offset = self._offsets.get((short, partition), 0)
+            self._offsets[short, partition] = offset + 1
             self._busy = True
-            await self.agent.handle(Where(f"t.{short}", partition, self._offset), value)
+            await self.agent.handle(Where(f"t.{short}", partition, offset), value)
             self._busy = False
 
     def _idle(self) -> bool:
