@@ -7,8 +7,10 @@ second, without end. So a report is cut to size before it is sent:
 - the outcome carries as many of its own origin's links as fit in ``MESSAGE_BYTES``; the rest
   go to ``frontier`` as batches of that same origin (published, like every other batch,
   before the outcome, so nothing the page produced is lost once the outcome is applied);
-- a batch of another origin is split into several batches when it does not fit, or holds more
-  than ``MAX_BATCH_URLS`` URLs (the decoder refuses a bigger one);
+- the batches for ``frontier`` stay unencoded (``Messages.batches``): the fetch service merges
+  those of many reports (``agents.kafka_links``) before ``frontier_values`` encodes them, a
+  batch split into several when it does not fit, or holds more than ``MAX_BATCH_URLS`` URLs
+  (the decoder refuses a bigger one);
 - a robots.txt body that does not fit (JSON escapes can triple it) is cut at a line end;
 - a page over ``page_bytes`` loses its body, then the links at the end of its ``links``
   (``links_truncated`` set), then its headers: the page row and its state are kept, neither is
@@ -50,13 +52,18 @@ _encode_ref = msgspec.json.Encoder().encode
 
 @dataclass
 class Messages:
-    """What to send, in order: ``pages`` and ``frontier`` values first, the outcome last."""
+    """What to send, in order: ``pages`` values and ``batches`` first, the outcome last."""
 
     outcome: bytes
     origin: str
     pages: list[bytes] = field(default_factory=list)
-    frontier: list[tuple[str, bytes]] = field(default_factory=list)  # (origin, value)
+    batches: list[FrontierBatch] = field(default_factory=list)  # for ``frontier``, unencoded
     trimmed: bool = False  # something did not fit and was split or cut
+
+    @property
+    def frontier(self) -> list[tuple[str, bytes]]:
+        """``batches`` as ``frontier`` values: (origin, value), each within the message size."""
+        return frontier_values(self.batches)
 
 
 def report_messages(
@@ -72,18 +79,24 @@ def report_messages(
         outcome, robots_cut = _fit_robots(outcome, message_bytes)
     out.outcome, rest = _outcome_value(outcome, own, message_bytes)
     out.trimmed = robots_cut or bool(rest)
-    batches = [b for b in report.batches if b.origin != outcome.origin]
+    out.batches = [b for b in report.batches if b.origin != outcome.origin and b.urls]
     if rest:
-        batches.append(FrontierBatch(crawl_id=outcome.crawl_id, origin=outcome.origin, urls=rest))
-    for batch in batches:
-        parts = list(_split(batch, message_bytes))
-        out.trimmed |= len(parts) > 1
-        out.frontier.extend((batch.origin, part) for part in parts)
+        out.batches.append(
+            FrontierBatch(crawl_id=outcome.crawl_id, origin=outcome.origin, urls=rest)
+        )
     if report.page is not None:
         page, cut = _fit_page(report.page, page_bytes - RECORD_OVERHEAD)
         out.pages.append(page)
         out.trimmed |= cut
     return out
+
+
+def frontier_values(
+    batches: Iterable[FrontierBatch], message_bytes: int = MESSAGE_BYTES
+) -> list[tuple[str, bytes]]:
+    """``batches`` encoded for ``frontier``: (origin, value) pairs in order, a batch split
+    into several of the same origin where it is over ``message_bytes`` or ``MAX_BATCH_URLS``."""
+    return [(b.origin, part) for b in batches for part in _split(b, message_bytes)]
 
 
 def _outcome_value(

@@ -2,14 +2,15 @@
 
 It keeps ``agents.scheduler.Scheduler`` (the in-memory politeness index) over the origins of
 the partitions this worker owns, runs ready dispatches through ``agents.pipeline.Stages`` and
-publishes each report: the page to ``pages``, ONE batch per other target origin to ``frontier``,
-and only then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by
-origin. A page fetched without a backoff or a retry frees its origin's concurrency slot as
-soon as its report is in Kafka (``Scheduler.fetched``: the delay still counts from the
-request's start), so the consume round trip is not added to every request of the origin; robots.txt,
-retries and backoffs keep the slot until the frontier agent (same process, the single writer)
-has applied the outcome and calls ``applied`` back with the new origin state. Until then the
-URL stays at its queue head (skipped by the scheduler), so a crash refetches it
+publishes each report: the page to ``pages``, its links to other origins to ``frontier`` (ONE
+batch per origin, merged with other reports' within ``agents.kafka_links.WINDOW``), and only
+then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by origin. A page
+fetched without a backoff or a retry frees its origin's concurrency slot as soon as its report
+is in Kafka (``Scheduler.fetched``: the delay still counts from the request's start), so the
+consume round trip is not added to every request of the origin; robots.txt, retries and
+backoffs keep the slot until the frontier agent (same process, the single writer) has applied
+the outcome and calls ``applied`` back with the new origin state. Until then the URL stays at
+its queue head (skipped by the scheduler), so a crash refetches it
 (at-least-once); a report that could not be published frees the slot with the URL still queued.
 
 Ownership follows the consumer group (``agents.kafka_ownership``): nothing new is dispatched
@@ -36,6 +37,7 @@ from mode import Service
 from streamcrawl.agents.fetch import make_session
 from streamcrawl.agents.kafka_control import SharedView
 from streamcrawl.agents.kafka_frontier import Publisher
+from streamcrawl.agents.kafka_links import LinkBatches
 from streamcrawl.agents.kafka_messages import report_messages
 from streamcrawl.agents.kafka_ownership import Ownership, send_marker
 from streamcrawl.agents.kafka_state import TableStore, partition_for
@@ -89,6 +91,7 @@ class FetchService(Service):
         self.store = store
         self.view = view
         self.publish = publish
+        self.links = LinkBatches(publish)  # other origins' links of many reports, together
         self.mark = mark  # sends a value to one partition of ``outcomes``
         self.unstick = unstick  # makes the consumer fetch one partition's inputs again
         self.own = Ownership()
@@ -262,6 +265,7 @@ class FetchService(Service):
                 len(self._inflight),
             )
         await self._finish(list(self._inflight), STOP_GRACE)
+        await self.links.close()
         if self._stages is not None:
             await self._stages.session.close()
 
@@ -354,7 +358,7 @@ class FetchService(Service):
         if task is not None:
             self._publishing.add(task)  # type: ignore[arg-type]
         try:
-            await self._publish(report)
+            await self._publish(report, d)
         except Exception as exc:
             self.metrics.publish_failures.labels("report").inc()
             log.exception("cannot publish the report of %s", outcome.url, extra=where)
@@ -397,11 +401,12 @@ class FetchService(Service):
             return False
         return True
 
-    async def _publish(self, report: Report) -> None:
+    async def _publish(self, report: Report, d: Dispatch) -> None:
         """Page and link batches first, the outcome last: once the outcome is applied the URL
         leaves its queue, so everything it produced must already be in Kafka. The links of the
-        outcome's own origin ride in the outcome (``Outcome.links``) as far as they fit; every
-        value stays within its topic's message size (``report_messages``)."""
+        outcome's own origin ride in the outcome (``Outcome.links``) as far as they fit, the
+        others go with other reports' (``LinkBatches``); every value stays within its topic's
+        message size (``report_messages``, ``frontier_values``)."""
         messages = report_messages(report, page_bytes=self.page_bytes)
         if messages.trimmed:
             self.metrics.messages_split.inc()
@@ -410,8 +415,10 @@ class FetchService(Service):
         key = messages.origin.encode()
         if messages.pages:
             sends.append(self.publish("pages", [(key, v) for v in messages.pages]))
-        if messages.frontier:
-            sends.append(self.publish("frontier", [(o.encode(), v) for o, v in messages.frontier]))
+        if messages.batches:
+            delay = d.rules.delay_for(d.robots)  # when the origin's next request may start:
+            due = report.outcome.started_at + delay if delay > 0 else None
+            sends.append(self.links.send(messages.batches, due=due))
         if sends:
             await asyncio.gather(*sends)
         await self.publish("outcomes", [(key, messages.outcome)])

@@ -1,0 +1,197 @@
+"""Links to other origins, of many reports, go to ``frontier`` as one batch per origin: on the
+bench's site a page's links to ~3 other origins were 3.2 messages per page, each a produce and
+a Faust event for the frontier agent. A page's links must still be in Kafka before ``send``
+returns (its outcome is published only then), and a failed send must fail every report in it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from streamcrawl.agents.kafka_links import ACK_ROOM, LinkBatches, merge
+from streamcrawl.agents.kafka_messages import MESSAGE_BYTES
+from streamcrawl.schemas.codec import decode
+from streamcrawl.schemas.records import FrontierBatch, UrlRef
+
+A, B = "http://a.test", "http://b.test"
+
+
+def batch(origin: str, *paths: str, crawl: str = "c") -> FrontierBatch:
+    refs = tuple(UrlRef(f"{origin}{p}", 1, "http://p.test/") for p in paths)
+    return FrontierBatch(crawl_id=crawl, origin=origin, urls=refs)
+
+
+class Recorder:
+    """A publisher that records what it was sent (after ``delay``) or raises ``fail``."""
+
+    def __init__(self, delay: float = 0.0, fail: Exception | None = None) -> None:
+        self.sent: list[tuple[str, list[tuple[bytes, bytes]]]] = []
+        self.delay = delay
+        self.fail = fail
+
+    async def __call__(
+        self, short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
+    ) -> None:
+        await asyncio.sleep(self.delay)
+        if self.fail is not None:
+            raise self.fail
+        self.sent.append((short, list(items)))
+
+    def batches(self) -> list[FrontierBatch]:
+        return [decode("frontier", v) for short, items in self.sent for _, v in items]
+
+
+def test_merge_keeps_every_url_in_order_one_batch_per_crawl_and_origin() -> None:
+    merged = merge(
+        [batch(A, "/1", "/2"), batch(B, "/x"), batch(A, "/2", "/3"), batch(A, "/9", crawl="d")]
+    )
+    assert [(m.crawl_id, m.origin) for m in merged] == [("c", A), ("c", B), ("d", A)]
+    assert [u.url for u in merged[0].urls] == [A + "/1", A + "/2", A + "/2", A + "/3"]
+    assert [u.url for u in merged[2].urls] == [A + "/9"]
+
+
+def test_reports_within_the_window_share_one_message_per_origin() -> None:
+    async def main() -> Recorder:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.05)
+        await asyncio.gather(
+            links.send([batch(A, "/1"), batch(B, "/1")]),
+            links.send([batch(A, "/2")]),
+            links.send([batch(B, "/2"), batch(A, "/3")]),
+        )
+        return rec
+
+    rec = asyncio.run(main())
+    assert len(rec.sent) == 1 and rec.sent[0][0] == "frontier"
+    keys = [k for k, _ in rec.sent[0][1]]
+    assert keys == [A.encode(), B.encode()]  # keyed by the origin whose URLs it carries
+    got = {b.origin: [u.url for u in b.urls] for b in rec.batches()}
+    assert got == {A: [A + "/1", A + "/2", A + "/3"], B: [B + "/1", B + "/2"]}
+
+
+def test_send_returns_only_once_the_batch_is_acked() -> None:
+    async def main() -> None:
+        rec = Recorder(delay=0.05)
+        links = LinkBatches(rec, window=0.01)
+        task = asyncio.ensure_future(links.send([batch(A, "/1")]))
+        await asyncio.sleep(0.03)  # the window is over, the publish not acked yet
+        assert not task.done() and not rec.sent
+        await task
+        assert len(rec.sent) == 1
+
+    asyncio.run(main())
+
+
+def test_batches_after_a_flush_started_go_in_the_next_one() -> None:
+    async def main() -> Recorder:
+        rec = Recorder(delay=0.05)
+        links = LinkBatches(rec, window=0.01)
+        first = asyncio.ensure_future(links.send([batch(A, "/1")]))
+        await asyncio.sleep(0.02)  # the first flush is publishing
+        await links.send([batch(A, "/2")])
+        await first
+        return rec
+
+    rec = asyncio.run(main())
+    assert [[u.url for u in b.urls] for b in rec.batches()] == [[A + "/1"], [A + "/2"]]
+
+
+def test_a_full_window_is_sent_before_its_time() -> None:
+    async def main() -> float:
+        links = LinkBatches(Recorder(), window=30.0, max_urls=3)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.gather(links.send([batch(A, "/1", "/2")]), links.send([batch(B, "/1")]))
+        return loop.time() - start
+
+    assert asyncio.run(main()) < 5.0
+
+
+def test_a_failed_send_fails_every_report_of_it() -> None:
+    async def main() -> list[BaseException | None]:
+        links = LinkBatches(Recorder(fail=RuntimeError("broker away")), window=0.01)
+        results = await asyncio.gather(
+            links.send([batch(A, "/1")]), links.send([batch(B, "/1")]), return_exceptions=True
+        )
+        return list(results)
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, RuntimeError) for r in results)
+
+
+def test_a_cancelled_report_does_not_stop_the_others() -> None:
+    async def main() -> Recorder:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.05)
+        gone = asyncio.ensure_future(links.send([batch(A, "/1")]))
+        kept = asyncio.ensure_future(links.send([batch(B, "/1")]))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        await kept
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        await links.close()
+        return rec
+
+    rec = asyncio.run(main())
+    # the cancelled report's links are sent too: harmless (deduplicated), its URL refetched
+    assert sorted(b.origin for b in rec.batches()) == [A, B]
+
+
+def test_a_merged_batch_over_the_message_size_is_split_and_none_is_lost() -> None:
+    async def main() -> Recorder:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.01, message_bytes=MESSAGE_BYTES)
+        paths = [f"/page/{i:06d}" for i in range(30_000)]
+        await asyncio.gather(
+            links.send([batch(A, *paths[:15_000])]), links.send([batch(A, *paths[15_000:])])
+        )
+        return rec
+
+    rec = asyncio.run(main())
+    values = [v for _, items in rec.sent for _, v in items]
+    assert len(values) > 1 and all(len(v) <= MESSAGE_BYTES for v in values)
+    urls = [u.url for b in rec.batches() for u in b.urls]
+    assert urls == [f"{A}/page/{i:06d}" for i in range(30_000)]
+
+
+def test_nothing_to_send_returns_at_once() -> None:
+    async def main() -> Recorder:
+        rec = Recorder()
+        await LinkBatches(rec, window=30.0).send([])
+        return rec
+
+    assert asyncio.run(main()).sent == []
+
+
+def test_a_polite_origins_links_go_before_its_next_request_may_start() -> None:
+    """Waiting must not hold a polite request back: the flush goes ACK_ROOM before the
+    earliest waiting report's origin may start its next request."""
+
+    async def main() -> float:
+        links = LinkBatches(Recorder(), window=30.0)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await links.send([batch(A, "/1")], due=time.time() + ACK_ROOM + 0.05)
+        return loop.time() - start
+
+    took = asyncio.run(main())
+    assert 0.03 <= took < 1.0
+
+
+def test_a_report_without_delay_waits_the_window_for_others() -> None:
+    async def main() -> Recorder:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.05)
+        first = asyncio.ensure_future(links.send([batch(A, "/1")]))
+        await asyncio.sleep(0.02)
+        assert not first.done()
+        await asyncio.gather(first, links.send([batch(A, "/2")]))
+        return rec
+
+    assert [[u.url for u in b.urls] for b in asyncio.run(main()).batches()] == [
+        [A + "/1", A + "/2"]
+    ]
