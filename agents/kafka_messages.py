@@ -60,11 +60,6 @@ class Messages:
     batches: list[FrontierBatch] = field(default_factory=list)  # for ``frontier``, unencoded
     trimmed: bool = False  # something did not fit and was split or cut
 
-    @property
-    def frontier(self) -> list[tuple[str, bytes]]:
-        """``batches`` as ``frontier`` values: (origin, value), each within the message size."""
-        return frontier_values(self.batches)
-
 
 def report_messages(
     report: Report, *, page_bytes: int, message_bytes: int = MESSAGE_BYTES

@@ -6,7 +6,12 @@ from __future__ import annotations
 import msgspec
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from streamcrawl.agents.kafka_messages import MESSAGE_BYTES, RECORD_OVERHEAD, report_messages
+from streamcrawl.agents.kafka_messages import (
+    MESSAGE_BYTES,
+    RECORD_OVERHEAD,
+    frontier_values,
+    report_messages,
+)
 from streamcrawl.agents.pipeline import Report
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import (
@@ -76,11 +81,12 @@ def test_100k_links_are_split_and_none_is_lost() -> None:
     msgs = report_messages(report, page_bytes=16 * 1024 * 1024)
     assert msgs.trimmed
     assert len(msgs.outcome) <= MESSAGE_BYTES
-    assert all(len(v) <= MESSAGE_BYTES for _, v in msgs.frontier)
+    frontier = frontier_values(msgs.batches)
+    assert all(len(v) <= MESSAGE_BYTES for _, v in frontier)
     sent = decode("outcomes", msgs.outcome)
     assert sent.links and sent.seq == 3 and sent.state == "fetched"
     by_origin: dict[str, list[UrlRef]] = {OWN: list(sent.links), OTHER: []}
-    for origin, value in msgs.frontier:
+    for origin, value in frontier:
         batch = decode("frontier", value)
         assert batch.origin == origin  # keyed by the origin whose URLs it carries
         by_origin[origin].extend(batch.urls)
@@ -92,7 +98,7 @@ def test_a_small_report_is_one_outcome_with_its_links() -> None:
     own = refs(OWN, 3)
     report = Report(outcome(), None, [FrontierBatch(crawl_id="c", origin=OWN, urls=own)])
     msgs = report_messages(report, page_bytes=1 << 20)
-    assert not msgs.trimmed and not msgs.frontier
+    assert not msgs.trimmed and not frontier_values(msgs.batches)
     assert decode("outcomes", msgs.outcome).links == own
 
 

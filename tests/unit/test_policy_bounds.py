@@ -157,7 +157,7 @@ def test_hostile_frontier_batch_is_refused(field: str, urls: list[dict[str, Any]
 
 
 def test_the_fetch_service_never_sends_a_batch_the_decoder_refuses() -> None:
-    from streamcrawl.agents.kafka_messages import report_messages
+    from streamcrawl.agents.kafka_messages import frontier_values, report_messages
     from streamcrawl.agents.pipeline import Report
 
     own = tuple(UrlRef(f"http://a.test/{i}", 1) for i in range(3 * MAX_BATCH_URLS))
@@ -177,7 +177,7 @@ def test_the_fetch_service_never_sends_a_batch_the_decoder_refuses() -> None:
         FrontierBatch(crawl_id="c1", origin="http://b.test", urls=other),
     ]
     msgs = report_messages(Report(outcome, None, batches), page_bytes=1 << 24)
-    sent = [decode("frontier", value) for _, value in msgs.frontier]  # none refused
+    sent = [decode("frontier", value) for _, value in frontier_values(msgs.batches)]  # none refused
     assert all(len(b.urls) <= MAX_BATCH_URLS for b in sent)
     others = [ref for b in sent if b.origin == "http://b.test" for ref in b.urls]
     assert others == list(other)
