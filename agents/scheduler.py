@@ -187,6 +187,16 @@ class Scheduler:
             if origin in self._states:
                 self._push(origin, slot)
 
+    def queued_besides(self, origin: str) -> bool:
+        """Whether ``origin`` has URLs queued besides those in flight or settling (as its
+        state was last tracked): its next request need not wait for their outcomes."""
+        state = self._states.get(origin)
+        slot = self.slots.get(origin)
+        if state is None or slot is None:
+            return False
+        pending = state.tail - state.head - len(state.done)  # done: ended, past the head
+        return pending > len(slot.in_flight) + len(slot.settling)
+
     def unexpected(self, origin: str, seq: int) -> bool:
         """Whether an outcome of ``seq`` is one this scheduler neither dispatched nor has seen
         applied: a seq at or past the origin's head as last tracked, not in flight, not

@@ -195,3 +195,59 @@ def test_a_report_without_delay_waits_the_window_for_others() -> None:
     assert [[u.url for u in b.urls] for b in asyncio.run(main()).batches()] == [
         [A + "/1", A + "/2"]
     ]
+
+
+def test_a_polite_origin_with_more_queued_waits_until_just_before_its_due() -> None:
+    """Its next request waits for the delay anyway: the report waits past the window for
+    other reports' links, until ACK_ROOM before its due, and takes those that came."""
+
+    async def main() -> tuple[float, Recorder]:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.02, hold=5.0)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        first = asyncio.ensure_future(
+            links.send([batch(A, "/1")], due=time.time() + ACK_ROOM + 0.15, queued=True)
+        )
+        await asyncio.sleep(0.06)  # past the window
+        assert not first.done()
+        await links.send([batch(A, "/2")], due=time.time() + 10.0, queued=True)
+        await first
+        return loop.time() - start, rec
+
+    took, rec = asyncio.run(main())
+    assert 0.14 <= took < 1.0
+    assert [[u.url for u in b.urls] for b in rec.batches()] == [[A + "/1", A + "/2"]]
+
+
+def test_the_hold_bounds_a_queued_reports_wait() -> None:
+    async def main() -> float:
+        links = LinkBatches(Recorder(), window=0.01, hold=0.1)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await links.send([batch(A, "/1")], due=time.time() + 30.0, queued=True)
+        return loop.time() - start
+
+    assert 0.09 <= asyncio.run(main()) < 1.0
+
+
+def test_an_origin_with_nothing_else_queued_waits_only_the_window() -> None:
+    """Its outcome may carry the origin's next URL (a chain of pages): it is not held until
+    the delay ends, and it takes a queued report's flush forward with it."""
+
+    async def main() -> tuple[float, Recorder]:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.05, hold=30.0)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        held = asyncio.ensure_future(
+            links.send([batch(A, "/1")], due=time.time() + 30.0, queued=True)
+        )
+        await asyncio.sleep(0.01)
+        await links.send([batch(B, "/1")], due=time.time() + 30.0, queued=False)
+        await held
+        return loop.time() - start, rec
+
+    took, rec = asyncio.run(main())
+    assert 0.05 <= took < 1.0
+    assert {b.origin for b in rec.batches()} == {A, B} and len(rec.sent) == 1

@@ -192,3 +192,21 @@ def test_an_outcome_this_scheduler_never_dispatched_is_unexpected() -> None:
     assert not sched.unexpected("http://c.test", 0)  # an origin not in memory
     sched.forget(B)
     assert not sched.unexpected(B, 0)
+
+
+def test_queued_besides_counts_what_is_neither_in_flight_nor_settling() -> None:
+    """The Kafka wiring lets a report's links wait longer (``LinkBatches``' ``queued``) only
+    when its origin's next request has a URL already: otherwise that URL may be in the
+    outcome still on its way."""
+    sched, store, r, f = setup(n=2, delay=1.0, per_origin_concurrency=1)
+    assert not sched.queued_besides("http://unknown.test")
+    first = next(d for d in sched.take(0.0, 10) if d.origin == A)
+    assert sched.queued_besides(A)  # /1 waits behind /0 in flight
+    sched.fetched(A, first.seq, 0.0)
+    assert sched.queued_besides(A)  # /0 settling, /1 still queued
+    finish(sched, store, r, f, first, 0.0)
+    second = next(d for d in sched.take(5.0, 10) if d.origin == A)
+    assert second.seq != first.seq
+    assert not sched.queued_besides(A)  # /1, the last one, in flight
+    sched.fetched(A, second.seq, 5.0)
+    assert not sched.queued_besides(A)  # settling: nothing else queued
