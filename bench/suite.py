@@ -6,6 +6,7 @@ measurements are merged with what the access log shows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -22,6 +23,7 @@ from bench.profile import summarize
 from bench.runners import LABELS, RUNNERS, NotRun, RunContext
 from bench.server import Nginx, ensure_nginx
 from bench.site import SiteSpec, generate, read_expected
+from bench.wire import Capture
 
 MEDIAN_KEYS = (
     "wall_s",
@@ -118,8 +120,12 @@ def one_run(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
     nginx = Nginx(spec, rundir / "nginx").start()
     ctx.extra["access_log"] = nginx.access_log  # the Kafka runner watches it for progress
     busy0 = machine_busy_cpu_s()
+    # Politeness runs: the requests' arrival times on loopback too (bench/wire.py).
+    ports = spec.ports
+    wire = Capture(rundir / "wire.pcap", min(ports), max(ports)) if ctx.delay else None
     try:
-        res = RUNNERS[name](ctx)
+        with wire or contextlib.nullcontext():
+            res = RUNNERS[name](ctx)
         res["nginx_cpu_s"] = nginx.cpu_seconds()
     finally:
         nginx.stop()
@@ -157,6 +163,8 @@ def one_run(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
     )
     if ctx.delay:
         res["origins_under_delay"] = log.origins_under(ctx.delay)
+        assert wire is not None
+        res["wire"] = wire.report().as_dict(ctx.delay)
         res["span_pages_per_s"] = pages / log.span if log.span else 0.0
     if not ctx.max_pages:  # the RSS series is only reported by the memory run
         res.pop("rss_samples", None)

@@ -90,10 +90,12 @@ def not_saturated_section(part: dict) -> list[str]:
         "",
         "The rate is set by the delay (ideal "
         f"{s['ideal_pages_per_s']:.0f} pages/s), not by CPU: what a page costs a worker when "
-        "the machine has room, with one worker and with two.",
+        "the machine has room, with one worker and with two. Min gap: the smallest gap between "
+        "one origin's request arrivals, in the access log and on the wire (bench/wire.py).",
         "",
-        "| workers | pages | log span s | pages/s | worker CPU s | ms CPU/page | vs 1 worker |",
-        "|---|---|---|---|---|---|---|",
+        "| workers | pages | log span s | pages/s | worker CPU s | ms CPU/page | vs 1 worker "
+        "| min gap s (log) | min gap s (wire) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     one = part.get("kafka-1", {})
     base = one.get("ms_cpu_per_page") if one.get("status") == "ok" else None
@@ -108,9 +110,14 @@ def not_saturated_section(part: dict) -> list[str]:
         ratio = f"{ms / base:.2f}x" if base and ms else "-"
         lines.append(
             f"| {name[-1]} | {e['pages']:,} | {e['span_s']:.1f} | {e['span_pages_per_s']:.0f} | "
-            f"{e['cpu_s']:.1f} | {ms:.2f} | {ratio} |"
+            f"{e['cpu_s']:.1f} | {ms:.2f} | {ratio} | {_gap(e.get('min_gap'))} | "
+            f"{_gap((e.get('wire') or {}).get('min_gap'))} |"
         )
     return [*lines, ""]
+
+
+def _gap(g: float | None) -> str:
+    return "-" if g is None else f"{g:.4f}"
 
 
 class RunQueueMeter:
@@ -197,6 +204,10 @@ def politeness_rows(
             min_gap=r.get("min_gap"),
             min_gap_with_robots=r.get("min_gap_with_robots"),
             origins_under_delay=len(r.get("origins_under_delay") or ()),
+            wire_min_gap=(r.get("wire") or {}).get("min_gap"),
+            wire_min_gap_with_robots=(r.get("wire") or {}).get("min_gap_with_robots"),
+            wire_origins_under_delay=(r.get("wire") or {}).get("origins_under_delay"),
+            wire_status=(r.get("wire") or {}).get("status"),
             loadavg_1m=r.get("loadavg_1m"),
             other_cpu_s=r.get("other_cpu_s"),
             worker_pages=(r.get("self_report") or {}).get("worker_pages"),
@@ -210,6 +221,8 @@ def politeness_rows(
         k: statistics.median(r[k] for r in ok) if ok else None
         for k in ("span_pages_per_s", "of_ideal", "ms_cpu_per_page", "min_gap")
     }
+    wire = [r["wire_min_gap"] for r in ok if r["wire_min_gap"] is not None]
+    med["wire_min_gap"] = min(wire) if wire else None  # the smallest of every run
     return {"site": size, "workers": workers, "runs": results, "median": med}
 
 
