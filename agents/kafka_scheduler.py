@@ -418,7 +418,7 @@ class FetchService(Service):
         if messages.batches:
             delay = d.rules.delay_for(d.robots)  # when the origin's next request may start:
             due = report.outcome.started_at + delay if delay > 0 else None
-            queued = self.scheduler.queued_besides(d.origin)
+            queued = due is not None and self.scheduler.queued_besides(d.origin)
             sends.append(self.links.send(messages.batches, due=due, queued=queued))
         if sends:
             await asyncio.gather(*sends)

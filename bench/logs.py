@@ -14,7 +14,7 @@ web has no meaningful query parameters, only tracking ones, and fragments never 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -108,6 +108,21 @@ def _min_gap(starts: list[float]) -> float | None:
     return min(gaps) if gaps else None
 
 
+def origin_gaps(
+    pages: Mapping[int, list[float]], every: Mapping[int, list[float]]
+) -> tuple[dict[int, float], float | None, float | None]:
+    """Per port, the smallest gap between request starts of ``pages`` (robots.txt excluded);
+    the smallest of those; and the smallest over ``every`` request (robots.txt included).
+    Shared by the access log's analysis and the capture's (``bench.wire``)."""
+    by_origin = {p: g for p, s in pages.items() if (g := _min_gap(s)) is not None}
+    with_robots = [g for g in map(_min_gap, every.values()) if g is not None]
+    return (
+        by_origin,
+        min(by_origin.values()) if by_origin else None,
+        min(with_robots) if with_robots else None,
+    )
+
+
 def analyze(hits: Iterable[Hit], expected: set[str]) -> LogReport:
     hits = list(hits)
     r = LogReport(requests=len(hits))
@@ -144,14 +159,7 @@ def analyze(hits: Iterable[Hit], expected: set[str]) -> LogReport:
     missed = expected - ok_pages
     r.pages_missed = len(missed)
     r.missed_sample = sorted(missed)[:5]
-    for port, s in starts.items():
-        g = _min_gap(s)
-        if g is not None:
-            r.gaps_by_origin[port] = g
-    gaps = list(r.gaps_by_origin.values())
-    r.min_gap = min(gaps) if gaps else None
-    gaps_all = [g for g in map(_min_gap, starts_all.values()) if g is not None]
-    r.min_gap_with_robots = min(gaps_all) if gaps_all else None
+    r.gaps_by_origin, r.min_gap, r.min_gap_with_robots = origin_gaps(starts, starts_all)
     return r
 
 

@@ -23,10 +23,10 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 
-ROBOTS = "/robots.txt"
+from bench.logs import ROBOTS, origin_gaps
+
 _GET = 0x47455420  # "GET " as the first four bytes of the TCP payload
 _NANO_MAGIC = 0xA1B23C4D
 _MICRO_MAGIC = 0xA1B2C3D4
@@ -169,12 +169,6 @@ def read_pcap(path: Path) -> Iterator[Arrival]:
         yield Arrival(at=sec + frac * scale, port=dport, path=target)
 
 
-def _min_gap(times: list[float]) -> float | None:
-    times = sorted(times)
-    gaps = [b - a for a, b in pairwise(times)]
-    return min(gaps) if gaps else None
-
-
 def analyze(arrivals: Iterator[Arrival]) -> WireReport:
     pages: dict[int, list[float]] = defaultdict(list)
     every: dict[int, list[float]] = defaultdict(list)
@@ -185,14 +179,7 @@ def analyze(arrivals: Iterator[Arrival]) -> WireReport:
         if a.path != ROBOTS:
             pages[a.port].append(a.at)
     r = WireReport(status="ok", requests=n)
-    for port, times in pages.items():
-        g = _min_gap(times)
-        if g is not None:
-            r.gaps_by_origin[port] = g
-    gaps = list(r.gaps_by_origin.values())
-    r.min_gap = min(gaps) if gaps else None
-    gaps_all = [g for g in map(_min_gap, every.values()) if g is not None]
-    r.min_gap_with_robots = min(gaps_all) if gaps_all else None
+    r.gaps_by_origin, r.min_gap, r.min_gap_with_robots = origin_gaps(pages, every)
     return r
 
 

@@ -197,6 +197,7 @@ def politeness_rows(
         r = suite._try(name, site, workdir / f"run-{i + 1}" / name, args, delay=delay, **kw)
         sched = meter.stop()
         keep = ("status", "reason", "pages", "span_s", "span_pages_per_s", "cpu_s")
+        wire = r.get("wire") or {}
         out = {k: r.get(k) for k in keep}
         out.update(
             of_ideal=(r.get("span_pages_per_s") or 0) * delay / site.origins,
@@ -204,10 +205,10 @@ def politeness_rows(
             min_gap=r.get("min_gap"),
             min_gap_with_robots=r.get("min_gap_with_robots"),
             origins_under_delay=len(r.get("origins_under_delay") or ()),
-            wire_min_gap=(r.get("wire") or {}).get("min_gap"),
-            wire_min_gap_with_robots=(r.get("wire") or {}).get("min_gap_with_robots"),
-            wire_origins_under_delay=(r.get("wire") or {}).get("origins_under_delay"),
-            wire_status=(r.get("wire") or {}).get("status"),
+            wire_min_gap=wire.get("min_gap"),
+            wire_min_gap_with_robots=wire.get("min_gap_with_robots"),
+            wire_origins_under_delay=wire.get("origins_under_delay"),
+            wire_status=wire.get("status"),
             loadavg_1m=r.get("loadavg_1m"),
             other_cpu_s=r.get("other_cpu_s"),
             worker_pages=(r.get("self_report") or {}).get("worker_pages"),
@@ -221,8 +222,8 @@ def politeness_rows(
         k: statistics.median(r[k] for r in ok) if ok else None
         for k in ("span_pages_per_s", "of_ideal", "ms_cpu_per_page", "min_gap")
     }
-    wire = [r["wire_min_gap"] for r in ok if r["wire_min_gap"] is not None]
-    med["wire_min_gap"] = min(wire) if wire else None  # the smallest of every run
+    wire_gaps = [r["wire_min_gap"] for r in ok if r["wire_min_gap"] is not None]
+    med["wire_min_gap"] = min(wire_gaps) if wire_gaps else None  # the smallest of every run
     return {"site": size, "workers": workers, "runs": results, "median": med}
 
 
