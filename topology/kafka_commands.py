@@ -263,6 +263,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """``worker``: run a Faust worker until SIGTERM/SIGINT (then: stop dispatching, give
     in-flight requests a bounded grace, flush, commit, exit 0)."""
     from streamcrawl.topology.app import create_app
+    from streamcrawl.topology.gc_thresholds import tune_gc
 
     settings = _settings(
         args,
@@ -273,6 +274,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         log_level=getattr(args, "log_level", None),
     )
     _check_services(settings)
+    tune_gc()
     worker = make_worker(create_app(settings), settings.log_level)
     worker.execute_from_commandline()
     return 0  # not reached: the worker exits the process itself
