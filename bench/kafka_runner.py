@@ -354,33 +354,25 @@ def start_topology(
     finally:
         topo.stop()
         if not os.environ.get("STREAMCRAWL_BENCH_KEEP"):
-            _drop_run_state(env)
+            _drop_run_state(str(Path(exe).with_name("python")), env)
 
 
-def _drop_run_state(env: dict[str, str]) -> None:
-    """Delete the run's topics and keyspace once its workers stopped. Kept, they made every
-    later run on the same services dearer: a session of runs left the shared broker 3,162
-    partitions, and the same code measured 5.27, 6.68 and 8.94 ms/page within an hour as they
-    grew. ``STREAMCRAWL_BENCH_KEEP=1`` keeps them (``bench.page_records`` reads finished runs'
+def _drop_run_state(python: str, env: dict[str, str]) -> None:
+    """``bench.drop_run_state`` in the streamcrawl venv (``python``; the bench's own venv has
+    no Cassandra driver): delete the run's topics and keyspace once its workers stopped.
+    ``STREAMCRAWL_BENCH_KEEP=1`` keeps them (``bench.page_records`` reads finished runs'
     ``pages`` topics). A failure is printed, not raised: the run's figures are already taken."""
-    from cassandra.cluster import Cluster
-    from confluent_kafka.admin import AdminClient
-
-    prefix = env["STREAMCRAWL_TOPIC_PREFIX"]
-    try:
-        admin = AdminClient({"bootstrap.servers": env["STREAMCRAWL_KAFKA_BOOTSTRAP"]})
-        topics = [t for t in admin.list_topics(timeout=30).topics if t.startswith(prefix)]
-        for future in admin.delete_topics(topics, operation_timeout=60).values() if topics else ():
-            future.result()
-        host, _, port = env["STREAMCRAWL_CASSANDRA_HOSTS"].split(",")[0].rpartition(":")
-        cluster = Cluster([host], port=int(port))
-        try:
-            keyspace = env["STREAMCRAWL_CASSANDRA_KEYSPACE"]
-            cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-        finally:
-            cluster.shutdown()
-    except Exception as exc:  # best effort, after the measurement
-        print(f"bench: could not delete {prefix}'s topics and keyspace: {exc}", flush=True)
+    r = subprocess.run(
+        [python, "-m", "bench.drop_run_state"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if r.returncode != 0:
+        prefix = env["STREAMCRAWL_TOPIC_PREFIX"]
+        print(f"bench: could not delete {prefix}'s topics and keyspace: {r.stderr[-300:]}")
 
 
 @dataclass

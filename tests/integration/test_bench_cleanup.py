@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -29,7 +30,7 @@ def test_drop_run_state_deletes_the_runs_topics_and_keyspace(
         "STREAMCRAWL_CASSANDRA_KEYSPACE": cassandra_keyspace,
     }
     try:
-        kafka_runner._drop_run_state(env)
+        kafka_runner._drop_run_state(sys.executable, env)
         deadline = time.monotonic() + 10  # a deleted topic may stay in metadata a moment
         while True:
             left = {t for t in kafka_admin.list_topics(timeout=30).topics if topic_prefix in t}
