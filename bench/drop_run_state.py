@@ -1,32 +1,49 @@
-"""Delete one bench run's topics (names starting with ``STREAMCRAWL_TOPIC_PREFIX``) and its
-keyspace (``STREAMCRAWL_CASSANDRA_KEYSPACE``), on the services the environment names. Kept,
-they made every later run on the same services dearer: a session of runs left the shared
-broker 3,162 partitions, and the same code measured 5.27, 6.68 and 8.94 ms/page within an hour
-as they grew. Run by ``bench.kafka_runner`` in the streamcrawl venv once a run's workers
-stopped: ``python -m bench.drop_run_state``."""
+"""Delete one bench run's topics (names starting with the run's topic prefix) and its
+keyspace, on the services its settings name (``STREAMCRAWL_*``, as the workers read them, with
+their credentials and TLS). Kept, they made every later run on the same services dearer: a
+session of runs left the shared broker 3,162 partitions, and the same code measured 5.27, 6.68
+and 8.94 ms/page within an hour as they grew. Run by ``bench.kafka_runner`` in the streamcrawl
+venv once a run's workers stopped: ``python -m bench.drop_run_state``."""
 
 from __future__ import annotations
 
-import os
-
-from cassandra.cluster import Cluster
 from confluent_kafka.admin import AdminClient
 
+from streamcrawl.agents.sink_cassandra_driver import connect
+from streamcrawl.topology.admin import existing_partitions
+from streamcrawl.topology.kafka_clients import librdkafka_config
+from streamcrawl.topology.kafka_errors import ConnectionErrors
+from streamcrawl.topology.settings import Settings, load_settings
 
-def main() -> None:
-    prefix = os.environ["STREAMCRAWL_TOPIC_PREFIX"]
-    admin = AdminClient({"bootstrap.servers": os.environ["STREAMCRAWL_KAFKA_BOOTSTRAP"]})
-    topics = [t for t in admin.list_topics(timeout=30).topics if t.startswith(prefix)]
+
+def drop_topics(settings: Settings) -> list[str]:
+    """Delete every topic whose name starts with the settings' prefix; returns their names."""
+    errors = ConnectionErrors()
+    admin = AdminClient(librdkafka_config(settings) | errors.config())
+    topics = [
+        t
+        for t in existing_partitions(admin, settings, errors)
+        if t.startswith(settings.topic_prefix)
+    ]
     if topics:
         for future in admin.delete_topics(topics, operation_timeout=60).values():
             future.result()
-    host, _, port = os.environ["STREAMCRAWL_CASSANDRA_HOSTS"].split(",")[0].rpartition(":")
-    cluster = Cluster([host], port=int(port))
+    return topics
+
+
+def drop_keyspace(settings: Settings) -> None:
+    """Drop the settings' keyspace if it exists."""
+    cluster, session = connect(settings.cassandra_config())
     try:
-        keyspace = os.environ["STREAMCRAWL_CASSANDRA_KEYSPACE"]
-        cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+        session.execute(f"DROP KEYSPACE IF EXISTS {settings.cassandra_keyspace}", timeout=120)
     finally:
         cluster.shutdown()
+
+
+def main() -> None:
+    settings = load_settings()
+    drop_topics(settings)
+    drop_keyspace(settings)
 
 
 if __name__ == "__main__":

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import gc
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from streamcrawl.topology import app as app_module
-from streamcrawl.topology import kafka_commands
 from streamcrawl.topology.gc_thresholds import THRESHOLDS, tune_gc
+from tests.unit.worker_run import run_worker
 
 
 @pytest.fixture(autouse=True)
@@ -30,18 +27,5 @@ def test_tune_gc_sets_the_thresholds() -> None:
 
 def test_worker_runs_with_the_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     gc.set_threshold(700, 10, 10)
-    seen: list[tuple[int, int, int]] = []
-
-    class Worker:
-        def execute_from_commandline(self) -> None:
-            seen.append(gc.get_threshold())
-
-    def create_app(settings: Any) -> Any:
-        seen.append(gc.get_threshold())
-        return settings
-
-    monkeypatch.setattr(kafka_commands, "make_worker", lambda app, loglevel: Worker())
-    monkeypatch.setattr(kafka_commands, "_check_services", lambda settings: None)  # no Kafka
-    monkeypatch.setattr(app_module, "create_app", create_app)
-    kafka_commands.cmd_worker(argparse.Namespace())
-    assert seen == [THRESHOLDS, THRESHOLDS]
+    run = run_worker(monkeypatch)
+    assert (run.thresholds_at_build, run.thresholds_at_run) == (THRESHOLDS, THRESHOLDS)

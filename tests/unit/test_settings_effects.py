@@ -6,7 +6,6 @@ field without a case here fails ``test_every_field_has_a_case``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import ssl
 from collections.abc import Callable, Iterator
@@ -18,10 +17,11 @@ import pytest
 from pydantic import SecretStr
 
 from streamcrawl.agents import sink_cassandra, sink_cassandra_driver
-from streamcrawl.topology import admin, kafka_clients, kafka_commands
+from streamcrawl.topology import admin, kafka_clients
 from streamcrawl.topology import app as app_module
 from streamcrawl.topology.settings import Settings, load_settings
 from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
+from tests.unit.worker_run import run_worker
 
 SASL = {
     "kafka_security_protocol": "SASL_PLAINTEXT",
@@ -146,26 +146,13 @@ def sink_window(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def worker_run(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
-    """``streamcrawl worker``: the log level and settings its worker gets."""
-    seen: list[tuple[str, Any]] = []
-
-    class Worker:
-        def execute_from_commandline(self) -> None:
-            return None
-
-    def make_worker(app: Any, loglevel: str) -> Worker:
-        seen.append((loglevel, app))
-        return Worker()
-
-    monkeypatch.setattr(kafka_commands, "make_worker", make_worker)
-    monkeypatch.setattr(kafka_commands, "_check_services", lambda settings: None)  # no Kafka here
-    monkeypatch.setattr(app_module, "create_app", lambda s: s)
+    """``streamcrawl worker`` with ``settings`` in its environment: its log level and settings."""
     for name, value in settings.model_dump().items():
         raw = value.get_secret_value() if isinstance(value, SecretStr) else value
         if raw is not None and name in settings.model_fields_set:
             monkeypatch.setenv(f"STREAMCRAWL_{name.upper()}", str(raw))
-    kafka_commands.cmd_worker(argparse.Namespace())
-    return seen[0]
+    run = run_worker(monkeypatch)
+    return run.loglevel, run.settings
 
 
 # field -> (base settings, new value, observe, expected): what the component built from the
