@@ -49,6 +49,7 @@ from streamcrawl.topology.kafka_clients import (
 from streamcrawl.topology.rebalance import RebalanceGate
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.table_reads import DirectReads
+from streamcrawl.topology.table_stores import RocksTable
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         broker=broker_urls(settings),
         broker_credentials=faust_credentials(settings),
         store="rocksdb://",
+        Table=RocksTable,  # its store closes revoked databases without a full collection
         datadir=str(settings.state_dir),
         table_standby_replicas=settings.standby_replicas,
         topic_partitions=settings.partitions,
