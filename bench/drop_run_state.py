@@ -16,8 +16,8 @@ from streamcrawl.topology.kafka_errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings, load_settings
 
 
-def drop_topics(settings: Settings) -> list[str]:
-    """Delete every topic whose name starts with the settings' prefix; returns their names."""
+def drop_topics(settings: Settings) -> None:
+    """Delete every topic whose name starts with the settings' prefix."""
     errors = ConnectionErrors()
     admin = AdminClient(librdkafka_config(settings) | errors.config())
     topics = [
@@ -28,7 +28,6 @@ def drop_topics(settings: Settings) -> list[str]:
     if topics:
         for future in admin.delete_topics(topics, operation_timeout=60).values():
             future.result()
-    return topics
 
 
 def drop_keyspace(settings: Settings) -> None:

@@ -10,7 +10,7 @@ table (three), whether or not anything was revoked, and three times more at stop
 collector").
 
 Nothing of ours keeps a database: CPython frees it, and RocksDB closes it, as soon as the
-store lets it go. So ``TableStore`` collects only when a database it let go is still
+store lets it go. So ``RocksStore`` collects only when a database it let go is still
 referenced elsewhere (``sys.getrefcount``), which is when Faust's collection was needed.
 """
 
