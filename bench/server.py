@@ -4,7 +4,8 @@ nginx runs in the foreground (``daemon off``) as a child of the harness, with it
 directory holding the config, pid file, error log and access log; ``stop()`` asks it to quit
 gracefully (SIGQUIT), which flushes the buffered access log.  If the ``nginx`` binary is missing
 and we are root, ``ensure_nginx()`` installs Debian's package (``apt-get update && apt-get
-install -y nginx``).
+install -y nginx``); ``ensure_debian_tool`` does the same for the other tools the harness runs
+(tcpdump, ``bench/wire.py``).
 """
 
 from __future__ import annotations
@@ -22,25 +23,33 @@ from bench.site import SiteSpec
 TEMPLATE = Path(__file__).with_name("nginx.conf.tmpl")
 
 
-def ensure_nginx() -> str:
-    """Path of the nginx binary, installing Debian's package first if it is missing."""
-    path = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+def ensure_debian_tool(binary: str, package: str | None = None) -> str:
+    """Path of ``binary``, installing its Debian ``package`` (default: the binary's name) first
+    if it is missing and we are root; ``RuntimeError`` naming the install command otherwise."""
+    package = package or binary
+    path = shutil.which(binary) or (
+        f"/usr/sbin/{binary}" if Path(f"/usr/sbin/{binary}").exists() else None
     )
     if path:
         return path
+    command = f"apt-get update && apt-get install -y {package}"
     if os.geteuid() != 0:
-        raise RuntimeError(
-            "nginx is not installed: run `apt-get update && apt-get install -y nginx`"
-        )
-    subprocess.run(["apt-get", "update"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(
-        ["apt-get", "install", "-y", "nginx"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-    return shutil.which("nginx") or "/usr/sbin/nginx"
+        raise RuntimeError(f"{binary} is not installed: run `{command}`")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        for argv in (["apt-get", "update"], ["apt-get", "install", "-y", package]):
+            subprocess.run(
+                argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+            )
+    except subprocess.CalledProcessError as exc:
+        tail = (exc.stderr or b"").decode(errors="replace").strip()[-200:]
+        raise RuntimeError(f"{binary} is not installed and `{command}` failed: {tail}") from None
+    return shutil.which(binary) or f"/usr/sbin/{binary}"
+
+
+def ensure_nginx() -> str:
+    """Path of the nginx binary, installing Debian's package first if it is missing."""
+    return ensure_debian_tool("nginx")
 
 
 def render_config(spec: SiteSpec, prefix: Path) -> str:

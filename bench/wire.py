@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import struct
 import subprocess
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.logs import ROBOTS, origin_gaps
+from bench.server import ensure_debian_tool
 
 _GET = 0x47455420  # "GET " as the first four bytes of the TCP payload
 _NANO_MAGIC = 0xA1B23C4D
@@ -85,9 +85,10 @@ class Capture:
         self.reason: str | None = None
 
     def __enter__(self) -> Capture:
-        exe = shutil.which("tcpdump")
-        if exe is None:
-            self.reason = "tcpdump not found (apt-get install tcpdump)"
+        try:
+            exe = ensure_debian_tool("tcpdump")
+        except RuntimeError as exc:
+            self.reason = str(exc)
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         err = self.path.with_suffix(".stderr")

@@ -92,7 +92,10 @@ def test_not_a_pcap_is_an_error_not_an_empty_report(tmp_path: Path) -> None:
 
 
 def test_without_tcpdump_the_run_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wire.shutil, "which", lambda _: None)
+    def missing(binary: str) -> str:
+        raise RuntimeError(f"{binary} is not installed: run `apt-get install -y {binary}`")
+
+    monkeypatch.setattr(wire, "ensure_debian_tool", missing)
     with wire.Capture(tmp_path / "w.pcap", 21000, 21001) as cap:
         pass
     report = cap.report()
