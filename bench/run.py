@@ -96,7 +96,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--report-from",
         metavar="JSON[,JSON...]",
         help="only rewrite --md/--png from bench/results file(s); the politeness, memory and "
-        "profile sections of later files are merged into the first (each keeps its own runs)",
+        "profile rows of later files are merged into the first (each keeps its own runs), and "
+        "a later file's not-saturated and idle sections replace the first's whole",
     )
     ap.add_argument(
         "--exclude-run",
@@ -122,6 +123,49 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+# Sections of a results file that are one measurement each: a later file's replaces the first's
+# whole (its rows are compared with each other, never with another run's).
+WHOLE_SECTIONS = ("not_saturated", "idle")
+
+
+def merge_results(sources: list[Path], exclude_run: list[str]) -> dict:
+    """The first results file with ``exclude_run`` (``NAME:RUN:REASON``) left out of its main
+    medians, and the later files merged in: their main rows as separate runs, their politeness,
+    memory and profile rows by crawler (a later file's row replaces the first's, labelled with
+    its file), their not-saturated and idle sections whole (``source`` names the file)."""
+    from bench import suite
+
+    results: dict = json.loads(sources[0].read_text())
+    for spec in exclude_run:
+        name, run, reason = spec.split(":", 2)
+        entry = results["main"][name]
+        bad = entry["runs"][int(run) - 1]
+        bad["excluded"] = reason
+        entry.setdefault("excluded", []).append({"run": int(run), "reason": reason})
+        entry["median"] = suite._median([r for r in entry["runs"] if "excluded" not in r])
+    for extra in sources[1:]:
+        more = json.loads(extra.read_text())
+        for name, entry in more.get("main", {}).items():
+            if name != "_site" and entry.get("runs"):
+                if more["main"]["_site"] != results["main"]["_site"]:
+                    raise SystemExit(f"{extra}: main is on another site than {sources[0]}")
+                entry["label"] += f" — separate run ({extra.name})"
+                results["main"][f"{name}-rerun"] = entry
+        for key in ("politeness", "memory", "profiles"):
+            if key in more:
+                merged = results.setdefault(key, {})
+                for name, entry in more[key].items():
+                    if name == "_site" and "_site" in merged and merged["_site"] != entry:
+                        raise SystemExit(f"{extra}: {key} is on another site than {sources[0]}")
+                    if isinstance(entry, dict) and "label" in entry:
+                        entry["label"] += f" ({extra.name})"
+                    merged[name] = entry
+        for key in WHOLE_SECTIONS:
+            if key in more:
+                results[key] = {**more[key], "source": extra.name}
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     ensure_bench_venv()
@@ -131,31 +175,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.report_from:
         sources = [Path(f) for f in args.report_from.split(",")]
-        results = json.loads(sources[0].read_text())
-        for spec in args.exclude_run:
-            name, run, reason = spec.split(":", 2)
-            entry = results["main"][name]
-            bad = entry["runs"][int(run) - 1]
-            bad["excluded"] = reason
-            entry.setdefault("excluded", []).append({"run": int(run), "reason": reason})
-            entry["median"] = suite._median([r for r in entry["runs"] if "excluded" not in r])
-        for extra in sources[1:]:
-            more = json.loads(extra.read_text())
-            for name, entry in more.get("main", {}).items():
-                if name != "_site" and entry.get("runs"):
-                    if more["main"]["_site"] != results["main"]["_site"]:
-                        raise SystemExit(f"{extra}: main is on another site than {sources[0]}")
-                    entry["label"] += f" — separate run ({extra.name})"
-                    results["main"][f"{name}-rerun"] = entry
-            for key in ("politeness", "memory", "profiles"):
-                if key in more:
-                    merged = results.setdefault(key, {})
-                    for name, entry in more[key].items():
-                        if name == "_site" and "_site" in merged and merged["_site"] != entry:
-                            raise SystemExit(f"{extra}: {key} is on another site than {sources[0]}")
-                        if isinstance(entry, dict) and "label" in entry:
-                            entry["label"] += f" ({extra.name})"
-                        merged[name] = entry
+        results = merge_results(sources, args.exclude_run)
         if len(sources) > 1:
             results["merged_from"] = [
                 {"file": f.name, "command": report.command(json.loads(f.read_text())["args"])}

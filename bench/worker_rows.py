@@ -63,8 +63,13 @@ def idle(
     }
 
 
+def _source(section: dict) -> list[str]:
+    """Where a section merged from another results file (``bench.run --report-from``) came from."""
+    return [f"From `{section['source']}`.", ""] if section.get("source") else []
+
+
 def idle_section(row: dict) -> list[str]:
-    lines = ["## Idle worker", ""]
+    lines = ["## Idle worker", "", *_source(row)]
     if row.get("status") != "ok":
         return [*lines, f"**{row.get('status')}**: {row.get('reason', '')}", ""]
     svc = row["service_core_share"]
@@ -93,6 +98,7 @@ def not_saturated_section(part: dict) -> list[str]:
         "the machine has room, with one worker and with two. Min gap: the smallest gap between "
         "one origin's request arrivals, in the access log and on the wire (bench/wire.py).",
         "",
+        *_source(part),
         "| workers | pages | log span s | pages/s | worker CPU s | ms CPU/page | vs 1 worker "
         "| min gap s (log) | min gap s (wire) |",
         "|---|---|---|---|---|---|---|---|---|",
