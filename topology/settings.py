@@ -48,7 +48,11 @@ class Settings(BaseSettings):
     )
     replication_factor: int = Field(1, ge=1, le=16, description="Replication of created topics.")
     standby_replicas: int = Field(
-        1, ge=0, le=8, description="Faust table standby replicas (fast failover)."
+        0,
+        ge=0,
+        le=8,
+        description="Faust table standby replicas: faster failover, but faust-streaming 0.15's "
+        "standby reads can skip a changelog's head (docs/architecture.md, 'Standby replicas').",
     )
     cassandra_hosts: str = Field(
         "127.0.0.1:9042", description="Cassandra contact points, comma-separated host[:port]."

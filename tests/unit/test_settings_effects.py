@@ -380,3 +380,11 @@ def test_the_ca_file_reaches_every_kafka_client(
         assert isinstance(context, ssl.SSLContext)
         subjects = [dict(x[0] for x in c["subject"]) for c in context.get_ca_certs()]
         assert {"commonName": "streamcrawl-test-ca"} in subjects
+
+
+def test_a_default_worker_keeps_no_standby_replicas(
+    settings_of: Callable[..., Settings], build: Callable[[Settings], Built]
+) -> None:
+    """Standby copies are off unless asked for: faust-streaming 0.15's standby reads can skip
+    the head of a changelog (docs/architecture.md, "Standby replicas")."""
+    assert build(settings_of()).app.conf.table_standby_replicas == 0
