@@ -152,14 +152,18 @@ class Cluster:
             timeout=60,
         )
 
-    def stop_all(self) -> None:
-        """Kill the workers, then drop the test's keyspace and topics: a suite (or a loop of
-        fault tests) that leaves them grows the services' heaps until Cassandra dies of
-        OutOfMemoryError (seen with ~250 keyspaces on a 1 GiB heap)."""
+    def stop_workers(self) -> None:
+        """Kill every worker this cluster started (their table copies stay on disk)."""
         for proc in self.workers:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(30)
+
+    def stop_all(self) -> None:
+        """Kill the workers, then drop the test's keyspace and topics: a suite (or a loop of
+        fault tests) that leaves them grows the services' heaps until Cassandra dies of
+        OutOfMemoryError (seen with ~250 keyspaces on a 1 GiB heap)."""
+        self.stop_workers()
         try:
             with contextlib.suppress(Exception):  # best effort: a stopped service keeps them
                 self.query("DROP KEYSPACE IF EXISTS {ks}")

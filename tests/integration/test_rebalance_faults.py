@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.faults import (
     check_crawl,
+    check_table_copies,
     crawling,
     generations,
     in_flight_at_revokes,
@@ -58,6 +59,7 @@ def test_three_workers_joining_and_leaving_over_and_over(tmp_path: Path) -> None
         figures = {"rebalances": len(times), "five_rebalances_s": round(window)}
         in_flight = partial(in_flight_at_revokes, cluster)
         check_crawl(cluster, servers, pages, delay, in_flight=in_flight, timeout=300, **figures)
+        assert check_table_copies(cluster) > 0  # every copy of `seen` whole
 
 
 class Storm:
@@ -115,3 +117,4 @@ def test_kill_9_during_a_rebalance(tmp_path: Path) -> None:
         check_crawl(cluster, servers, pages, delay, in_flight=origins, timeout=240)
         assert requested(servers) > at_fault  # the others went on
         assert third.metric("streamcrawl_fetch_pages_total") > 0  # and w3 got partitions
+        assert check_table_copies(cluster) > 0  # every copy of `seen` whole

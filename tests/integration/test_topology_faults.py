@@ -20,6 +20,7 @@ import yaml
 
 from tests.integration.faults import (
     check_crawl,
+    check_table_copies,
     crawling,
     in_flight_at_revokes,
     wait_requests,
@@ -45,6 +46,7 @@ def test_kill_9_mid_crawl_then_a_new_worker_finishes_it(tmp_path: Path) -> None:
         # outcome not applied) when the worker died.
         check_crawl(cluster, servers, pages, delay, in_flight=origins)
         assert second.metric("streamcrawl_fetch_pages_total") > 0
+        assert check_table_copies(cluster) > 0  # every copy of `seen` whole
 
 
 def test_two_workers_split_origins_and_stay_polite_across_the_rebalance(
@@ -60,6 +62,7 @@ def test_two_workers_split_origins_and_stay_polite_across_the_rebalance(
         check_crawl(cluster, servers, pages, delay, in_flight=in_flight)
         assert first.metric("streamcrawl_fetch_pages_total") > 0
         assert second.metric("streamcrawl_fetch_pages_total") > 0
+        assert check_table_copies(cluster) > 0  # every copy of `seen` whole
 
 
 def test_sigterm_hands_the_crawl_over_to_the_other_worker(tmp_path: Path) -> None:
@@ -81,3 +84,4 @@ def test_sigterm_hands_the_crawl_over_to_the_other_worker(tmp_path: Path) -> Non
         drained = round(time.monotonic() - stopped, 1)
         assert fetched_by_first > 0
         check_crawl(cluster, servers, pages, delay, in_flight=0, drained_s=drained)
+        assert check_table_copies(cluster) > 0  # every copy of `seen` whole
