@@ -165,7 +165,11 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     tables = {name: table(name) for name in ("seen", "pending", "origins")}
     store = TableStore(*(DirectReads(tables[n]) for n in ("seen", "pending", "origins")))
     view = SharedView(
-        aiokafka_connection(settings), f"{prefix}.control", f"{prefix}.budget", metrics
+        aiokafka_connection(settings),
+        f"{prefix}.control",
+        f"{prefix}.budget",
+        metrics,
+        tune_consumer=fetch_in_windows,
     )
     rebalancing = RebalanceGate(app)
     fetcher = FetchService(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from streamcrawl.agents.errors import ConfigError
@@ -166,22 +167,32 @@ def librdkafka_producer_config(settings: Settings) -> dict[str, Any]:
 
 
 # Consumer fetches of the worker (Faust's consumer: ``frontier``, ``outcomes``, changelogs; the
-# sink's: ``pages``, ``status``). With aiokafka's one byte, the broker answered a fetch as soon
-# as anything arrived: a worker crawling 16-32 pages/s got an answer, and woke its threads, for
-# nearly every message (~40 fetches a second on Faust's consumer alone). After a fetch that
-# brought records, the next one waits up to FETCH_MAX_WAIT_MS for FETCH_MIN_BYTES (a saturated
-# worker fills them sooner); after one that brought none it waits as configured (Faust: 1.5 s,
-# aiokafka: 0.5 s) but returns with the first record, so that an idle worker fetches rarely.
-# Measured in docs/architecture.md (issue 11).
+# sink's: ``pages``, ``status``; the shared view's: ``control``, ``budget``). With aiokafka's one
+# byte, the broker answered a fetch as soon as anything arrived: a worker crawling 16-32 pages/s
+# got an answer, and woke its threads, for nearly every message (~40 fetches a second on Faust's
+# consumer alone). After a fetch that brought records, the next one waits up to
+# FETCH_MAX_WAIT_MS for FETCH_MIN_BYTES (a saturated worker fills them sooner); after one that
+# brought none it waits up to IDLE_FETCH_MAX_WAIT_MS (Faust's own 1.5 s; aiokafka's default is
+# 0.5 s) but returns with the first record, so that an idle worker fetches rarely and a record
+# is not delayed. Between fetches, aiokafka's fetch routine also woke every FETCHER_TIMEOUT_S
+# (its ``consumer_timeout_ms``, 200 ms) to look over every assigned partition, though each
+# event it acts on (a fetch done, records consumed, a seek, a resume, a new assignment, a
+# metadata refresh) wakes it through a future of its own: 5 wake-ups a second per consumer,
+# the largest share of an idle worker's loop. Measured in docs/architecture.md (issue 11).
 FETCH_MIN_BYTES = 64 * 1024
 FETCH_MAX_WAIT_MS = 100
+IDLE_FETCH_MAX_WAIT_MS = 1500
+FETCHER_TIMEOUT_S = 1.5
 
 
 def fetch_in_windows(consumer: AIOKafkaConsumer) -> None:
     """Switch a started ``consumer``'s fetches between the window above (while records come)
-    and its own settings (once a fetch brought nothing). aiokafka's fetcher reads both values
-    each time it builds a fetch request; ``_proc_fetch_request`` says whether records came."""
+    and the idle wait (once a fetch brought nothing), and slow its fetch routine's timer.
+    aiokafka's fetcher reads these values each time it builds a fetch request or waits;
+    ``_proc_fetch_request`` says whether records came."""
     fetcher = consumer._fetcher
+    fetcher._fetcher_timeout = max(fetcher._fetcher_timeout, FETCHER_TIMEOUT_S)
+    fetcher._fetch_max_wait_ms = max(fetcher._fetch_max_wait_ms, IDLE_FETCH_MAX_WAIT_MS)
     idle = (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms)
     proc = fetcher._proc_fetch_request
 
@@ -208,5 +219,16 @@ def fetch_worker_in_windows(app: faust.App) -> None:
     class Consumer(driver.Consumer):
         def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
             return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+        async def verify_all_partitions_active(self) -> None:
+            """Faust's livelock check (every 2.5 commit intervals: it logs a partition whose
+            events stopped), without Faust's ``await self.sleep(0)`` per partition: a task
+            and a timer each, ~24 a second for an idle worker's 60 partitions, for checks
+            of a few microseconds."""
+            now = monotonic()
+            for tp in self.assignment():
+                if self.should_stop:
+                    return
+                self.verify_event_path(now, tp)
 
     app.transport.Consumer = Consumer  # type: ignore[misc]

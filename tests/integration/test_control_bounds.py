@@ -74,3 +74,48 @@ async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_rea
     for crawl_id, why in expected.items():  # partitions interleave: one line per crawl
         (line,) = [m for m in refused if m.startswith(f"refusing crawl spec of {crawl_id!r}")]
         assert why in line and len(line) < 1000, line
+
+
+@pytest.mark.kafka
+@pytest.mark.integration
+async def test_an_idle_view_is_ready_at_once_sees_a_new_spec_at_once_and_stops_at_once(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """The reader's long idle waits (a 5 s poll, 1.5 s fetches, aiokafka's fetch routine on a
+    1.5 s timer) bound only how often it wakes: empty topics make it ready without waiting a
+    poll out, a record ends the wait, and stopping does not wait for the poll either."""
+    settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix)
+    admin.create_topics(settings)
+    budget = f"{topic_prefix}.budget"
+    client = AdminClient(kafka_clients.librdkafka_config(settings))
+    for future in client.create_topics([NewTopic(budget, 1, 1)]).values():
+        future.result(30)
+    view = SharedView(
+        kafka_clients.aiokafka_connection(settings),
+        admin.topic_name(settings, "control"),
+        budget,
+        Metrics(),
+        tune_consumer=kafka_clients.fetch_in_windows,
+    )
+    loop = asyncio.get_running_loop()
+    await view.start()
+    try:
+        started = loop.time()
+        await asyncio.wait_for(view.ready.wait(), 60)
+        assert loop.time() - started < 2.0
+        await asyncio.sleep(4.0)  # idle: the reader is in its long poll and fetch
+        producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+        producer.produce(
+            admin.topic_name(settings, "control"),
+            key=b"new",
+            value=encode(CrawlPolicy(crawl_id="new", seeds=(URL,))),
+        )
+        assert producer.flush(30) == 0
+        sent = loop.time()
+        assert await view.wait_rules("new", 10.0) is not None
+        assert loop.time() - sent < 1.0
+        await asyncio.sleep(1.0)
+    finally:
+        stopping = loop.time()
+        await view.stop()
+    assert loop.time() - stopping < 2.0
