@@ -16,7 +16,7 @@ from streamcrawl.agents.metrics import Metrics
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import MAX_SEEDS, CrawlPolicy
 from streamcrawl.topology import admin, kafka_clients
-from streamcrawl.topology.settings import load_settings
+from streamcrawl.topology.settings import Settings, load_settings
 
 URL = "http://127.0.0.1:9/"
 
@@ -25,17 +25,23 @@ def hostile(crawl_id: str, **fields: object) -> bytes:
     return json.dumps({"v": 2, "crawl_id": crawl_id, "seeds": [URL]} | fields).encode()
 
 
-@pytest.mark.kafka
-@pytest.mark.integration
-async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_reads_on(
-    kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
-) -> None:
+def topics(kafka_bootstrap: str, topic_prefix: str) -> tuple[Settings, str]:
+    """The worker's topics and a one-partition budget topic; the settings and its name."""
     settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix)
     admin.create_topics(settings)
     budget = f"{topic_prefix}.budget"
     client = AdminClient(kafka_clients.librdkafka_config(settings))
     for future in client.create_topics([NewTopic(budget, 1, 1)]).values():
         future.result(30)
+    return settings, budget
+
+
+@pytest.mark.kafka
+@pytest.mark.integration
+async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_reads_on(
+    kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings, budget = topics(kafka_bootstrap, topic_prefix)
     messages = [
         (b"good", encode(CrawlPolicy(crawl_id="good", seeds=(URL,), max_pages=5))),
         (b"good", hostile("good", max_pages=-1)),  # an update outside the bounds
@@ -84,12 +90,7 @@ async def test_an_idle_view_is_ready_at_once_sees_a_new_spec_at_once_and_stops_a
     """The reader's long idle waits (a 5 s poll, 1.5 s fetches, aiokafka's fetch routine on a
     1.5 s timer) bound only how often it wakes: empty topics make it ready without waiting a
     poll out, a record ends the wait, and stopping does not wait for the poll either."""
-    settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix)
-    admin.create_topics(settings)
-    budget = f"{topic_prefix}.budget"
-    client = AdminClient(kafka_clients.librdkafka_config(settings))
-    for future in client.create_topics([NewTopic(budget, 1, 1)]).values():
-        future.result(30)
+    settings, budget = topics(kafka_bootstrap, topic_prefix)
     view = SharedView(
         kafka_clients.aiokafka_connection(settings),
         admin.topic_name(settings, "control"),

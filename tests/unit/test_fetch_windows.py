@@ -97,32 +97,18 @@ def test_fausts_worker_consumer_switches_once_started(
     )
 
 
-def test_the_sink_consumer_is_tuned_once_started(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("service", ["SinkConsumer", "SharedView"])
+def test_the_sink_and_shared_view_consumers_are_tuned_once_started(
+    service: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     tunes: list[Any] = []
 
-    class SinkConsumer(app_module.SinkConsumer):
+    class Recording(getattr(app_module, service)):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             tunes.append(kwargs["tune_consumer"])
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(app_module, "SinkConsumer", SinkConsumer)
-    app_module.create_app(load_settings(state_dir=tmp_path))
-    assert tunes == [kafka_clients.fetch_in_windows]
-
-
-def test_the_shared_view_consumer_is_tuned_once_started(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    tunes: list[Any] = []
-
-    class SharedView(app_module.SharedView):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            tunes.append(kwargs["tune_consumer"])
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(app_module, "SharedView", SharedView)
+    monkeypatch.setattr(app_module, service, Recording)
     app_module.create_app(load_settings(state_dir=tmp_path))
     assert tunes == [kafka_clients.fetch_in_windows]
 
