@@ -144,8 +144,8 @@ class SharedView(Service):
             if not self.ready.is_set() and await self._caught_up(tps, end):
                 self.ready.set()
                 log.info("shared view ready: %d crawls", len(self.policies))
-            # a record ends the wait at once; the timeout only bounds an idle reader's sleep
-            # (stopping cancels it)
+            # a record ends the wait at once, and so does a stop (the consumer's close wakes
+            # it); the timeout only bounds an idle reader's sleep
             batches = await consumer.getmany(timeout_ms=READ_WAIT_MS, max_records=1000)
             changed = False
             for messages in batches.values():

@@ -174,11 +174,12 @@ def librdkafka_producer_config(settings: Settings) -> dict[str, Any]:
 # FETCH_MAX_WAIT_MS for FETCH_MIN_BYTES (a saturated worker fills them sooner); after one that
 # brought none it waits up to IDLE_FETCH_MAX_WAIT_MS (Faust's own 1.5 s; aiokafka's default is
 # 0.5 s) but returns with the first record, so that an idle worker fetches rarely and a record
-# is not delayed. Between fetches, aiokafka's fetch routine also woke every FETCHER_TIMEOUT_S
-# (its ``consumer_timeout_ms``, 200 ms) to look over every assigned partition, though each
-# event it acts on (a fetch done, records consumed, a seek, a resume, a new assignment, a
-# metadata refresh) wakes it through a future of its own: 5 wake-ups a second per consumer,
-# the largest share of an idle worker's loop. Measured in docs/architecture.md (issue 11).
+# is not delayed. Between fetches, aiokafka's fetch routine also woke on a 200 ms timer (its
+# ``consumer_timeout_ms``; now FETCHER_TIMEOUT_S) to look over every assigned partition,
+# though each event it acts on (a fetch done, records consumed, a seek, a resume, a new
+# assignment, a metadata refresh) wakes it through a future of its own: 5 wake-ups a second
+# per consumer, the largest share of an idle worker's loop. Measured in docs/architecture.md
+# (issue 11).
 FETCH_MIN_BYTES = 64 * 1024
 FETCH_MAX_WAIT_MS = 100
 IDLE_FETCH_MAX_WAIT_MS = 1500
