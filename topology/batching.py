@@ -70,6 +70,7 @@ async def run_batches(
     async def read() -> None:
         async for event in stream.noack().events():
             await queue.put(event)
+            del event  # not held while the stream waits for the next: see below
             if queue.qsize() >= max_events - 1:
                 filled.set()
 
@@ -102,6 +103,11 @@ async def run_batches(
                     await stream.ack(event)
             metrics.frontier_batch.observe(loop.time() - started)
             metrics.frontier_batch_events.observe(len(events))
+            # A refused event stays unacknowledged, to be read again after a seek. Faust's
+            # rebalance (and so a stop) waits for every unacknowledged event still referenced
+            # (its consumer's ``_unacked_messages`` is a WeakSet): one held here while the
+            # next batch is awaited held the worker in ``wait_empty`` for good.
+            del events, event, done, getter
     finally:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -5,6 +5,8 @@ their batch is durable and in order, and the changelog stages are acked one afte
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,3 +195,32 @@ def test_the_changelog_stages_are_acked_one_after_another() -> None:
     assert set(entered) == {3}
     assert dict(tables["pending"].data) == {PENDING + b"o\x00\x01": b"entry"}
     assert tables["seen"].data.persisted == {3: 2}  # the changelog offset, for a restart
+
+
+def test_a_refused_event_is_not_kept_alive_while_the_next_batch_is_awaited() -> None:
+    """Faust's rebalance waits for every unacknowledged event that is still referenced (a
+    WeakSet): a refused event the batch loop kept would hold the worker there for good."""
+    refs: list[weakref.ref[Event]] = []
+
+    class Fresh(Stream):  # holds no event itself once it was yielded
+        async def events(self) -> AsyncIterator[Event]:
+            for offset in (1, 2):
+                refs.append(weakref.ref(made := Event(0, offset)))
+                yield made
+                del made
+            await asyncio.Event().wait()
+
+    stream = Fresh([])
+    frontier = Frontier(stream, refuse=2)
+
+    async def run_then_look() -> list[bool]:
+        task = asyncio.ensure_future(run_batches(stream, frontier, Metrics(), within=0.05))  # type: ignore[arg-type]
+        await asyncio.sleep(0.3)  # the batch is applied; the loop awaits the next one
+        gc.collect()
+        alive = [ref() is not None for ref in refs]
+        task.cancel()
+        return alive
+
+    assert asyncio.run(run_then_look()) == [False, False]
+    assert frontier.batches == [[(0, 1), (0, 2)]]
+    assert stream.acked == [(0, 1)]
