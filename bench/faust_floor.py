@@ -107,6 +107,7 @@ def _faust(topic: str, messages: int) -> None:
     import faust
 
     from streamcrawl.agents.metrics import Metrics
+    from streamcrawl.topology.acks import untrack as untrack_event
     from streamcrawl.topology.batching import run_batches
 
     app = faust.App(
@@ -134,7 +135,8 @@ def _faust(topic: str, messages: int) -> None:
 
     @app.agent(source, name="floor", concurrency=1)
     async def read(stream: Any) -> None:
-        await run_batches(stream, Frontier(), Metrics())  # type: ignore[arg-type]
+        untrack = lambda e: untrack_event(app.consumer, e)  # noqa: E731
+        await run_batches(stream, Frontier(), Metrics(), untrack=untrack)  # type: ignore[arg-type]
 
     sys.argv = [sys.argv[0], "worker", "--loglevel", "warn", "--without-web"]
     app.main()

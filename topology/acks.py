@@ -73,3 +73,15 @@ def refuse_untracked_acks(consumer: Any, topics: Collection[str]) -> None:
 
     guarded.refuses_untracked = True  # type: ignore[attr-defined]
     consumer.ack = guarded
+
+
+def untrack(consumer: Any, event: Any) -> None:
+    """Stop ``consumer`` waiting for ``event``, which will never be acknowledged (the frontier
+    refused it: read out of order, it is read again after the consumer's seek).
+
+    Faust's rebalance and stop wait (``Consumer.wait_empty``) until every event a stream
+    delivered and nobody acknowledged is acknowledged or garbage (``consumer.unacked``, a
+    WeakSet), and its compiled stream iterator keeps the last event it yielded while it awaits
+    the next one. Leaving the event out changes no offset: only acknowledged offsets are
+    committed, so the commit still stops before it."""
+    consumer.unacked.discard(event.message)

@@ -37,7 +37,12 @@ from streamcrawl.agents.kafka_sink import SinkConsumer
 from streamcrawl.agents.kafka_state import TableStore
 from streamcrawl.agents.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.sink import Sink
-from streamcrawl.topology.acks import committed_offset, log_start_offset, refuse_untracked_acks
+from streamcrawl.topology.acks import (
+    committed_offset,
+    log_start_offset,
+    refuse_untracked_acks,
+    untrack,
+)
 from streamcrawl.topology.admin import app_id, sink_group
 from streamcrawl.topology.batching import DurableCommit, run_batches
 from streamcrawl.topology.kafka_clients import (
@@ -205,7 +210,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # Batches of what is buffered, acknowledged once durable (topology/batching.py); an
         # event the stream skipped is never acknowledged (topology/acks.py).
         refuse_untracked_acks(app.consumer, {frontier_topic, f"{prefix}.outcomes"})
-        await run_batches(stream, frontier, metrics)
+        await run_batches(stream, frontier, metrics, untrack=lambda e: untrack(app.consumer, e))
 
     sinker = None
     if settings.sink_enabled:

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from faust.streams import _current_event
@@ -56,10 +56,18 @@ async def run_batches(
     frontier: FrontierAgent,
     metrics: Metrics,
     *,
+    untrack: Callable[[Any], None],
     max_events: int = FRONTIER_BATCH,
     within: float = FRONTIER_WITHIN,
 ) -> None:
-    """The frontier agent's body: apply the stream's events in batches, ack them after."""
+    """The frontier agent's body: apply the stream's events in batches, ack them after.
+
+    ``untrack(event)`` is called for an event the frontier refused (read out of order: it is
+    never acknowledged, and read again after a seek). It must take the event out of what a
+    rebalance or a stop waits for (Faust's ``consumer.unacked``): Faust waits for every
+    unacknowledged event that is still referenced, and its own stream iterator keeps the
+    last event it yielded while it awaits the next one, so a refused event read last before
+    a rebalance held the worker in ``wait_empty`` for good."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=2 * max_events)
     # Set by the reader once the queue holds the rest of a batch: the window then ends early.
@@ -99,14 +107,14 @@ async def run_batches(
                 _enter({e.message.partition: e for e in events}),
             )
             for i, event in enumerate(events):  # in order: Faust commits up to the first gap
-                if i not in refused:  # read out of order, before a seek: read again later
+                if i in refused:  # read out of order, before a seek: read again later
+                    untrack(event)
+                else:
                     await stream.ack(event)
             metrics.frontier_batch.observe(loop.time() - started)
             metrics.frontier_batch_events.observe(len(events))
-            # A refused event stays unacknowledged, to be read again after a seek. Faust's
-            # rebalance (and so a stop) waits for every unacknowledged event still referenced
-            # (its consumer's ``_unacked_messages`` is a WeakSet): one held here while the
-            # next batch is awaited held the worker in ``wait_empty`` for good.
+            # Nor are the events kept alive here while the next batch is awaited (memory,
+            # and an event untracked by mistake would be waited for as long as it lives).
             del events, event, done, getter
     finally:
         reader.cancel()

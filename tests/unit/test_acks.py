@@ -5,6 +5,8 @@ nothing applied the event."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import faust
@@ -13,7 +15,7 @@ import pytest
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage as Message
 
-from streamcrawl.topology.acks import refuse_untracked_acks
+from streamcrawl.topology.acks import refuse_untracked_acks, untrack
 
 TOPIC = "t.outcomes"
 
@@ -85,3 +87,41 @@ def test_other_topics_and_delivered_events_are_acknowledged() -> None:
     delivered.tracked = True
     assert [consumer.ack(m) for m in (other, skipped, delivered)] == [True, False, True]
     assert acked == [1, 3]
+
+
+async def test_the_stream_keeps_its_last_event_and_untrack_stops_the_wait_for_it() -> None:
+    """Faust's compiled stream iterator keeps the last event it yielded while it awaits the
+    next; unacknowledged, that event is one a rebalance waits for (``consumer.unacked``), so
+    a refused event is untracked (``run_batches``) rather than left to the garbage collector."""
+    assert faust.streams._CStreamIterator is not None  # the extension the worker runs with
+    app = faust.App("acks-test", broker="kafka://127.0.0.1:9", autodiscover=False)
+    topic = app.topic(
+        TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    consumer = app.consumer
+    app.consumer_generation_id = 0
+    app.topics._acking_topics.add(TOPIC)
+    stream = topic.stream()
+    refs: list[weakref.ref[Any]] = []
+
+    async def read() -> None:
+        async for event in stream.noack().events():
+            refs.append(weakref.ref(event))
+            del event  # nothing of ours holds it
+
+    app.flow_control.resume()
+    reader = asyncio.ensure_future(read())
+    try:
+        stream.channel.queue.put_nowait(await _event(topic, 7))
+        await asyncio.sleep(0.1)  # delivered; the stream awaits the next event
+        gc.collect()
+        (ref,) = refs
+        held = ref()
+        assert held is not None  # Faust's iterator still holds it
+        assert [m.offset for m in consumer.unacked] == [7]  # so wait_empty would wait
+        untrack(consumer, held)
+        assert list(consumer.unacked) == []
+        assert not held.message.acked  # untracked, not acknowledged: its offset stays uncommitted
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)

@@ -16,10 +16,11 @@ import pytest
 from streamcrawl.agents.kafka_frontier import Enter, Where
 from streamcrawl.agents.metrics import Metrics
 from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN
+from streamcrawl.topology.acks import untrack as untrack_event
 from streamcrawl.topology.batching import DurableCommit, run_batches
 
 
-@dataclass
+@dataclass(eq=False)  # hashable, as Faust's (its consumer keeps a WeakSet of them)
 class Message:
     topic: str
     partition: int
@@ -38,6 +39,7 @@ class Stream:
     def __init__(self, events: list[Event]) -> None:
         self.pending = events
         self.acked: list[tuple[int, int]] = []
+        self.untracked: list[tuple[int, int]] = []
 
     def noack(self) -> Stream:
         return self
@@ -50,6 +52,9 @@ class Stream:
     async def ack(self, event: Event) -> bool:
         self.acked.append((event.message.partition, event.message.offset))
         return True
+
+    def untrack(self, event: Event) -> None:
+        self.untracked.append((event.message.partition, event.message.offset))
 
 
 class Frontier:
@@ -75,6 +80,7 @@ class Frontier:
 
 async def run_for(stream: Stream, frontier: Frontier, seconds: float, **kw: Any) -> None:
     """Run the batch loop for ``seconds``, or until it raises (then re-raise)."""
+    kw.setdefault("untrack", stream.untrack)
     task = asyncio.ensure_future(run_batches(stream, frontier, Metrics(), **kw))  # type: ignore[arg-type]
     await asyncio.wait({task}, timeout=seconds)
     if task.done():
@@ -108,6 +114,7 @@ def test_an_event_the_frontier_refuses_is_not_acked() -> None:
     asyncio.run(run_for(stream, frontier, 0.3, within=0.05))
     assert frontier.batches == [[(0, 1), (0, 2), (0, 3)]]
     assert stream.acked == [(0, 1), (0, 3)]
+    assert stream.untracked == [(0, 2)]  # nothing waits for it: it is never acknowledged
 
 
 def test_a_failed_batch_acks_nothing_and_raises() -> None:
@@ -214,7 +221,9 @@ def test_a_refused_event_is_not_kept_alive_while_the_next_batch_is_awaited() -> 
     frontier = Frontier(stream, refuse=2)
 
     async def run_then_look() -> list[bool]:
-        task = asyncio.ensure_future(run_batches(stream, frontier, Metrics(), within=0.05))  # type: ignore[arg-type]
+        task = asyncio.ensure_future(
+            run_batches(stream, frontier, Metrics(), untrack=stream.untrack, within=0.05)  # type: ignore[arg-type]
+        )
         await asyncio.sleep(0.3)  # the batch is applied; the loop awaits the next one
         gc.collect()
         alive = [ref() is not None for ref in refs]
@@ -224,3 +233,46 @@ def test_a_refused_event_is_not_kept_alive_while_the_next_batch_is_awaited() -> 
     assert asyncio.run(run_then_look()) == [False, False]
     assert frontier.batches == [[(0, 1), (0, 2)]]
     assert stream.acked == [(0, 1)]
+
+
+def test_a_refused_event_the_stream_still_holds_is_not_waited_for() -> None:
+    """Faust's compiled stream iterator keeps the last event it yielded while it awaits the
+    next one; a refused event read last before a rebalance must not hold ``wait_empty``."""
+    unacked: weakref.WeakSet[Message] = weakref.WeakSet()  # Faust's ``consumer.unacked``
+
+    class Holding(Stream):
+        async def events(self) -> AsyncIterator[Event]:
+            last = None
+            for offset in (1, 2):
+                last = Event(0, offset)
+                unacked.add(last.message)  # tracked as it is delivered
+                yield last
+            await asyncio.Event().wait()  # ``last`` (the refused event) stays referenced
+
+        async def ack(self, event: Event) -> bool:
+            unacked.discard(event.message)
+            return await super().ack(event)
+
+    stream = Holding([])
+    frontier = Frontier(stream, refuse=2)
+
+    async def run_then_look() -> list[int]:
+        untrack = lambda e: untrack_event(Consumer(unacked), e)  # noqa: E731
+        task = asyncio.ensure_future(
+            run_batches(stream, frontier, Metrics(), untrack=untrack, within=0.05)  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.3)  # the batch is applied; the stream holds offset 2
+        if task.done():
+            task.result()  # raise what ended the loop
+        gc.collect()
+        left = [m.offset for m in unacked]
+        task.cancel()
+        return left
+
+    assert asyncio.run(run_then_look()) == []
+    assert stream.acked == [(0, 1)]  # the refused event is still not acknowledged
+
+
+@dataclass
+class Consumer:
+    unacked: weakref.WeakSet[Message]
