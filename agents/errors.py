@@ -21,7 +21,7 @@ class ErrorClass(enum.StrEnum):
     """Why a fetch attempt failed: the prefix of a URL's ``last_error`` (``"timeout: ..."``)."""
 
     FETCH_ERROR = "fetch_error"  # no finer class applies
-    # The network (agents/fetch.py maps aiohttp's exceptions).
+    # The network (agents/net/fetch.py maps aiohttp's exceptions).
     TIMEOUT = "timeout"
     DNS = "dns"
     CONNECT = "connect"
@@ -39,7 +39,7 @@ class ErrorClass(enum.StrEnum):
     TOO_MANY_REDIRECTS = "too_many_redirects"
     BAD_ENCODING = "bad_encoding"
     BAD_RESPONSE = "bad_response"  # a response aiohttp cannot parse (a 64 KiB header line)
-    # The SSRF guard (agents/netguard.py) refused the host's addresses; nothing was sent.
+    # The SSRF guard (agents/net/guard.py) refused the host's addresses; nothing was sent.
     BLOCKED = "blocked"
 
 

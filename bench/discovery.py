@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.embedded import EmbeddedCrawl
+from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 
 FILLER = " ".join(f"word{i % 97}" for i in range(1500))  # about 12 KB of text per page
 

@@ -106,9 +106,9 @@ def _faust(topic: str, messages: int) -> None:
     """The frontier agent's plumbing (``run_batches``) with a frontier that only counts."""
     import faust
 
-    from streamcrawl.agents.metrics import Metrics
-    from streamcrawl.topology.acks import untrack as untrack_event
-    from streamcrawl.topology.batching import run_batches
+    from streamcrawl.agents.stream.metrics import Metrics
+    from streamcrawl.topology.worker.acks import untrack as untrack_event
+    from streamcrawl.topology.worker.batching import run_batches
 
     app = faust.App(
         f"floor-{uuid.uuid4().hex[:8]}",

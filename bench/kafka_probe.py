@@ -49,8 +49,8 @@ def topic_sizes(topo: Topology) -> dict[str, int]:
     """Messages in every topic of the run's prefix (changelogs included), by end offsets."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from streamcrawl.topology.kafka_clients import aiokafka_connection
     from streamcrawl.topology.settings import load_settings
+    from streamcrawl.topology.worker.clients import aiokafka_connection
 
     prefix = topo.env["STREAMCRAWL_TOPIC_PREFIX"]
 

@@ -4,7 +4,7 @@ runner runs it in the streamcrawl venv).
 ``python -m bench.kafka_status --crawl-id ID [--interval S]`` prints one JSON line per poll,
 ``{"t": unix_time, "states": {state: n}, "sink_lag": n | null}``, until it is terminated. The
 counts are the last ``counts`` record of each frontier partition and the lag is the sink
-group's (``topology/kafka_status.py``), so a poll costs the broker a few requests and
+group's (``topology/admin/status.py``), so a poll costs the broker a few requests and
 Cassandra nothing: an exact poll (``status --exact``, a read of every state row) every 0.5 s
 was a large share of the Cassandra CPU the bench charged to the crawl. Settings come from the
 environment (``STREAMCRAWL_KAFKA_*``, ``STREAMCRAWL_TOPIC_PREFIX``).
@@ -20,7 +20,7 @@ import time
 
 def main(crawl_id: str, interval: float) -> None:
     from streamcrawl.agents.errors import CrawlError
-    from streamcrawl.topology.kafka_status import read_status
+    from streamcrawl.topology.admin.status import read_status
     from streamcrawl.topology.settings import load_settings
 
     settings = load_settings()

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urljoin
 
-from streamcrawl.agents.canonical import Canonicalizer, canonicalize, resolve
+from streamcrawl.agents.urls.canonical import Canonicalizer, canonicalize, resolve
 
 HREFS = [
     "/",

@@ -5,9 +5,9 @@
 process CPU time: ``parse_html`` (which now also reads anchor texts and rel tokens),
 ``page_links`` (canonicalize, deduplicate, scope-check the listed links: ``Page.links``) and
 ``Canonicalizer.links`` of the same hrefs (what the pipeline already paid to group them). With
-``--baseline FILE`` (an earlier ``agents/parse.py``, e.g. ``git show REV:agents/parse.py >
-/tmp/parse_before.py``) that parser is timed too. Then the distribution of links per page and of
-bytes per listed link and per page's ``links`` array.
+``--baseline FILE`` (an earlier ``agents/content/parse.py``, e.g.
+``git show REV:agents/content/parse.py > /tmp/parse_before.py``) that parser is timed too.
+Then the distribution of links per page and of bytes per listed link and per page's ``links`` array.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 import msgspec
 
-from streamcrawl.agents.outlinks import page_links
-from streamcrawl.agents.parse import ParsedPage, parse_html
-from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.content.outlinks import page_links
+from streamcrawl.agents.content.parse import ParsedPage, parse_html
+from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.schemas.records import CrawlPolicy
 
 BASE = "http://127.0.0.1:8000/"
@@ -64,7 +64,9 @@ def percentiles(values: list[int]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.micro_outlinks", description=__doc__)
     ap.add_argument("--html", type=Path, default=Path("/usr/share/doc/postgresql-doc-15/html"))
-    ap.add_argument("--baseline", type=Path, help="an earlier agents/parse.py to time as well")
+    ap.add_argument(
+        "--baseline", type=Path, help="an earlier agents/content/parse.py to time as well"
+    )
     args = ap.parse_args(argv)
     docs = [
         (BASE + f.name, f.read_text("utf-8", errors="replace"))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from streamcrawl.agents.kafka_scheduler import FetchService
+    from streamcrawl.agents.stream.fetch_service import FetchService
 
 PARTITIONS = 12
 
@@ -50,7 +50,7 @@ def peak_mb() -> float:
 def open_tables(root: Path) -> dict[str, Any]:
     from rocksdict import Rdict
 
-    from streamcrawl.agents.state import rocks_options
+    from streamcrawl.agents.frontier.store import rocks_options
 
     return {
         name: Rdict(str(root / name), rocks_options()) for name in ("seen", "pending", "origins")
@@ -60,8 +60,8 @@ def open_tables(root: Path) -> dict[str, Any]:
 def build(root: Path, origins: int, seen: int) -> dict[str, Any]:
     from rocksdict import WriteBatch
 
-    from streamcrawl.agents.frontier import origin_key
-    from streamcrawl.agents.state import SEEN
+    from streamcrawl.agents.frontier.frontier import origin_key
+    from streamcrawl.agents.frontier.store import SEEN
     from streamcrawl.schemas.records import OriginState, QueueEntry
 
     shutil.rmtree(root, ignore_errors=True)
@@ -102,8 +102,8 @@ def fetch_service(
     store: Any, rules: Any, *, partitions: int, max_origins: int | None
 ) -> FetchService:
     """A ``FetchService`` over ``store`` that publishes nothing (nothing is fetched here)."""
-    from streamcrawl.agents.kafka_scheduler import FetchService
-    from streamcrawl.agents.metrics import Metrics
+    from streamcrawl.agents.stream.fetch_service import FetchService
+    from streamcrawl.agents.stream.metrics import Metrics
 
     class View:
         def rules(self, crawl_id: str) -> Any:
@@ -126,9 +126,9 @@ def fetch_service(
 
 
 async def measure(root: Path, max_origins: int | None) -> dict[str, Any]:
-    from streamcrawl.agents.kafka_scheduler import REFILL_ROWS
-    from streamcrawl.agents.kafka_state import TableStore
-    from streamcrawl.agents.rules import CrawlRules
+    from streamcrawl.agents.policy.rules import CrawlRules
+    from streamcrawl.agents.stream.fetch_service import REFILL_ROWS
+    from streamcrawl.agents.stream.tables import TableStore
     from streamcrawl.schemas.records import CrawlPolicy
 
     out: dict[str, Any] = {"max_origins": max_origins, "rss_start_mb": round(rss_mb(), 1)}

@@ -71,7 +71,7 @@ def disk_bytes(data: Path, topic: str) -> int:
 
 def cassandra_links(hosts: str, keyspace: str) -> float | None:
     """Mean length of the ``links`` cell of the keyspace's pages (None: no such column)."""
-    from streamcrawl.agents.sink_cassandra_driver import connect
+    from streamcrawl.agents.sinks.cassandra.driver import connect
     from streamcrawl.topology.settings import load_settings
 
     config = load_settings(cassandra_hosts=hosts, cassandra_keyspace=keyspace).cassandra_config()

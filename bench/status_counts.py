@@ -26,9 +26,11 @@ import msgspec
 def main(partitions: int, states: int, runs: int) -> None:
     from confluent_kafka import Producer
 
-    from streamcrawl.agents.kafka_counts import CrawlCounts, PartitionCounts
-    from streamcrawl.topology import admin, kafka_clients, kafka_status
+    from streamcrawl.agents.stream.counts import CrawlCounts, PartitionCounts
+    from streamcrawl.topology.admin import status as kafka_status
+    from streamcrawl.topology.admin import topics as admin
     from streamcrawl.topology.settings import load_settings
+    from streamcrawl.topology.worker import clients as kafka_clients
 
     prefix = "bench-status-" + uuid.uuid4().hex[:8]
     settings = load_settings(topic_prefix=prefix, partitions=partitions)

@@ -42,7 +42,7 @@ class TerminalState(enum.StrEnum):
     # sent; last_error names the addresses. Added in schema v2.
     BLOCKED = "blocked"
     # A sitemap (or sitemap index) / an RSS or Atom feed was fetched and its URLs were admitted
-    # (agents/sitemap.py, agents/feeds.py): not a page, so not counted as one.
+    # (agents/content/sitemap.py, agents/content/feeds.py): not a page, so not counted as one.
     SITEMAP = "sitemap"
     FEED = "feed"
 
@@ -236,7 +236,7 @@ RelToken = Annotated[str, Meta(min_length=1, max_length=MAX_REL_CHARS)]
 
 
 class Outlink(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One distinct link of a page (schema v3; ``agents/outlinks.py``).
+    """One distinct link of a page (schema v3; ``agents/content/outlinks.py``).
 
     ``url`` canonical, as the frontier keys it; ``text`` the anchor text, whitespace collapsed
     (empty: none); ``rel`` its rel tokens, lowercase, in order (those every occurrence of the
@@ -325,9 +325,9 @@ class OriginState(msgspec.Struct, kw_only=True):
     robots_expires: float = 0.0
     fetched: int = 0
     errors: int = 0
-    # The queue's layout (agents/queue.py): entries of the open segment, seqs in [head, tail)
-    # ended out of order, retried entries of sealed segments, and where the previous layout
-    # (one key per seq) ends: -1 in a record written before segments existed (= its tail).
+    # The queue's layout (agents/frontier/queue.py): entries of the open segment, seqs in
+    # [head, tail) ended out of order, retried entries of sealed segments, and where the previous
+    # layout (one key per seq) ends: -1 in a record written before segments existed (= its tail).
     inline: list[QueueEntry | None] = msgspec.field(default_factory=list)
     done: list[int] = msgspec.field(default_factory=list)
     patched: dict[int, QueueEntry] = msgspec.field(default_factory=dict)

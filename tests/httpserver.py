@@ -35,7 +35,7 @@ from typing import Any
 import brotli
 from aiohttp import web
 
-from streamcrawl.agents.netguard import AddressGuard, parse_networks
+from streamcrawl.agents.net.guard import AddressGuard, parse_networks
 from tests import arrivals
 
 # The SSRF guard of sessions that fetch from these servers (they listen on 127.0.0.1).

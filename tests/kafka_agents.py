@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from streamcrawl.agents.kafka_control import SharedView
-from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
-from streamcrawl.agents.kafka_scheduler import FetchService
-from streamcrawl.agents.kafka_state import TableStore, partition_for
-from streamcrawl.agents.listings import seed_sitemaps
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import ORIGINS
+from streamcrawl.agents.content.listings import seed_sitemaps
+from streamcrawl.agents.frontier.store import ORIGINS
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.control import SharedView
+from streamcrawl.agents.stream.fetch_service import FetchService
+from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import (
     CrawlPolicy,
@@ -68,7 +68,7 @@ class AgentsCrawl:
         self.view.policies[self.policy.crawl_id] = self.policy
         self._inbox: asyncio.Queue[tuple[str, int, bytes]] = asyncio.Queue()
         # each topic partition's next offset: the agent acknowledges and takes catch-up markers
-        # only in offset order (agents/kafka_order.py), as a Kafka partition delivers them
+        # only in offset order (agents/stream/order.py), as a Kafka partition delivers them
         self._offsets: dict[tuple[str, int], int] = {}
         self._busy = False
         self.service = FetchService(

@@ -34,8 +34,8 @@ def test_wheel_installs_only_the_streamcrawl_namespace(tmp_path: Path) -> None:
     top_level = {name.split("/")[0] for name in names if ".dist-info/" not in name}
     assert top_level == {"streamcrawl"}
     for packaged in (
-        "streamcrawl/agents/frontier.py",
-        "streamcrawl/topology/cli.py",
+        "streamcrawl/agents/frontier/frontier.py",
+        "streamcrawl/topology/cli/main.py",
         "streamcrawl/schemas/cassandra.cql",
         "streamcrawl/schemas/json/pages.v1.schema.json",
         "streamcrawl/agents/py.typed",
@@ -43,7 +43,7 @@ def test_wheel_installs_only_the_streamcrawl_namespace(tmp_path: Path) -> None:
         assert packaged in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert (
-        "streamcrawl = streamcrawl.topology.cli:main"
+        "streamcrawl = streamcrawl.topology.cli.main:main"
         in zipfile.ZipFile(wheel).read(entry_points).decode()
     )
 

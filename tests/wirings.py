@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.embedded import EmbeddedCrawl
+from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from tests.kafka_agents import AgentsCrawl
 
 WIRINGS = ("embedded", "kafka-agents")

@@ -15,8 +15,8 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamcrawl.agents.errors import ConfigError
-from streamcrawl.agents.netguard import AddressGuard, parse_networks
-from streamcrawl.agents.sink_config import CassandraConfig
+from streamcrawl.agents.net.guard import AddressGuard, parse_networks
+from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
 
 ENV_PREFIX = "STREAMCRAWL_"
 

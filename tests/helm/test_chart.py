@@ -2,7 +2,7 @@
 
 The application's side of the contract is derived from the code, never copied: env names from
 ``streamcrawl.topology.settings.env_names()``, secret-ness from the ``SecretStr`` fields of
-``Settings``, CLI flags from ``streamcrawl.topology.cli.build_parser()``. Helm comes from
+``Settings``, CLI flags from ``streamcrawl.topology.cli.main.build_parser()``. Helm comes from
 ``scripts/ensure-helm.sh`` (built with ``go install`` into a cache the first time, which takes
 minutes); when it cannot be installed these tests fail, they never skip.
 """
@@ -26,7 +26,7 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 from pydantic import SecretStr
 
-from streamcrawl.topology.cli import build_parser
+from streamcrawl.topology.cli.main import build_parser
 from streamcrawl.topology.settings import Settings, env_names
 
 # Building helm with `go install` on a cold cache takes ~4 minutes on 2 cores.
@@ -598,7 +598,7 @@ def test_every_value_is_documented() -> None:
 
 def test_autoscaling_measures_the_workers_consumer_group(helm: str) -> None:
     """KEDA must watch the group the workers really use: the Faust app id."""
-    from streamcrawl.topology.admin import app_id
+    from streamcrawl.topology.admin.topics import app_id
     from streamcrawl.topology.settings import Settings
 
     proc = template(
@@ -618,7 +618,7 @@ def test_autoscaling_measures_the_workers_consumer_group(helm: str) -> None:
 def test_production_network_policy_allows_dns_services_and_public_addresses_only(
     helm: str,
 ) -> None:
-    from streamcrawl.agents import netguard
+    from streamcrawl.agents.net import guard as netguard
 
     docs = list(_render(helm, "ci/production-values.yaml"))
     policy = one(docs, "NetworkPolicy")

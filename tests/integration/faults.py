@@ -230,7 +230,7 @@ def changelog_records(
     """Every (offset, key, value) of one changelog partition, in order."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamcrawl.topology import kafka_clients
+    from streamcrawl.topology.worker import clients as kafka_clients
 
     conf = kafka_clients.librdkafka_config(cluster.settings())
     consumer = Consumer(conf | {"group.id": f"check-{topic}", "enable.auto.commit": False})
@@ -262,7 +262,7 @@ def check_table_copies(cluster: Cluster, table: str = "seen") -> int:
     "Standby replicas"): it claimed offset 124 and held 20 of the ~125 keys written up to it."""
     from rocksdict import AccessType, Options, Rdict
 
-    from streamcrawl.topology.admin import changelog_name
+    from streamcrawl.topology.admin.topics import changelog_name
 
     cluster.stop_workers()
     topic = changelog_name(cluster.settings(), table)

@@ -24,9 +24,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamcrawl.agents.sink_cassandra_driver import connect, create_schema
-from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema
+from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
+from streamcrawl.topology.worker import clients as kafka_clients
 from tests.httpserver import RecordingServer, html, text
 from tests.integration.site_process import RemoteServer
 from tests.integration.site_process import serve_site as serve_site

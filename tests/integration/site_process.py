@@ -81,7 +81,7 @@ def serve_site(origins: int, pages: int, spread: int = 0) -> Iterator[list[Remot
 
 
 async def _child(origins: int, pages: int, spread: int) -> None:
-    from streamcrawl.agents.kafka_state import partition_for
+    from streamcrawl.agents.stream.tables import partition_for
     from tests.integration.site import build_routes
 
     servers: list[RecordingServer] = []

@@ -14,11 +14,12 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from streamcrawl.agents.errors import ConfigError, CrawlError
-from streamcrawl.agents.sink_cassandra import TABLES
-from streamcrawl.agents.sink_cassandra_driver import connect, create_schema
+from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema
+from streamcrawl.agents.sinks.cassandra.sink import TABLES
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
+from streamcrawl.topology.worker import clients as kafka_clients
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
 SHORT = ("frontier", "outcomes", "pages", "status", "control", "counts")

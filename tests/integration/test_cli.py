@@ -17,7 +17,7 @@ from tests.httpserver import RecordingServer, html
 
 pytestmark = pytest.mark.integration
 
-CLI = [sys.executable, "-m", "streamcrawl.topology.cli"]
+CLI = [sys.executable, "-m", "streamcrawl.topology.cli.main"]
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -11,12 +11,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streamcrawl.agents.kafka_control import SharedView
-from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.stream.control import SharedView
+from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import MAX_SEEDS, CrawlPolicy
-from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
+from streamcrawl.topology.worker import clients as kafka_clients
 
 URL = "http://127.0.0.1:9/"
 
@@ -56,7 +57,7 @@ async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_rea
         producer.produce(admin.topic_name(settings, "control"), key=key, value=value)
     assert producer.flush(30) == 0
 
-    caplog.set_level(logging.WARNING, "streamcrawl.agents.kafka_control")
+    caplog.set_level(logging.WARNING, "streamcrawl.agents.stream.control")
     connection = kafka_clients.aiokafka_connection(settings)
     view = SharedView(connection, admin.topic_name(settings, "control"), budget, Metrics())
     await view.start()

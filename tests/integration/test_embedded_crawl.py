@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.embedded import EmbeddedCrawl
+from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from tests.httpserver import RecordingServer, html, redirect, slow, stream, text
 from tests.kafka_agents import AgentsCrawl
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiokafka.protocol.metadata import MetadataRequest
 
-from streamcrawl.agents import health
-from streamcrawl.agents.health import kafka_probe
+from streamcrawl.agents.stream import health
+from streamcrawl.agents.stream.health import kafka_probe
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 

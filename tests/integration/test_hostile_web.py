@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamcrawl.agents.traps import CALENDAR_FUTURE_YEARS, CALENDAR_PAST_YEARS
+from streamcrawl.agents.urls.traps import CALENDAR_FUTURE_YEARS, CALENDAR_PAST_YEARS
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import RecordingServer
 from tests.integration import hostile

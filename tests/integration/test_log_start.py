@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streamcrawl.topology import kafka_clients
+from streamcrawl.topology.worker import clients as kafka_clients
 from tests.integration.faults import check_crawl
 from tests.integration.site import Cluster, serve_site
 

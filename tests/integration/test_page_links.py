@@ -14,7 +14,7 @@ import msgspec
 import pytest
 from confluent_kafka import Consumer
 
-from streamcrawl.agents.sink import url_hash
+from streamcrawl.agents.sinks.contract import url_hash
 from streamcrawl.schemas.records import DEFAULT_PAGE_LINKS, SCHEMA_VERSION
 from tests.httpserver import RecordingServer, html, text
 from tests.integration.site import Cluster, cli, service_env

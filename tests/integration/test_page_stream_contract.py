@@ -21,13 +21,14 @@ import msgspec
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streamcrawl.agents.kafka_counts import CrawlCounts, PartitionCounts
-from streamcrawl.agents.sink_cassandra import CassandraSink
-from streamcrawl.agents.sink_cassandra_driver import create_schema
+from streamcrawl.agents.sinks.cassandra.driver import create_schema
+from streamcrawl.agents.sinks.cassandra.sink import CassandraSink
+from streamcrawl.agents.stream.counts import CrawlCounts, PartitionCounts
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import SCHEMA_VERSION, Outlink, Page, TerminalState, UrlStatus
-from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import load_settings
+from streamcrawl.topology.worker import clients as kafka_clients
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas" / "json"

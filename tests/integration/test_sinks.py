@@ -16,12 +16,12 @@ from cassandra import OperationTimedOut
 from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl.agents.errors import CrawlError, SinkBackpressure
-from streamcrawl.agents.sink import Sink, url_hash
-from streamcrawl.agents.sink_cassandra import CassandraSink
-from streamcrawl.agents.sink_cassandra_driver import connect, create_schema, schema_statements
-from streamcrawl.agents.sink_cassandra_pack import BATCH_BYTES, MAX_PARTITIONS
-from streamcrawl.agents.sink_config import CassandraConfig
-from streamcrawl.agents.sink_memory import MemorySink
+from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
+from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema, schema_statements
+from streamcrawl.agents.sinks.cassandra.pack import BATCH_BYTES, MAX_PARTITIONS
+from streamcrawl.agents.sinks.cassandra.sink import CassandraSink
+from streamcrawl.agents.sinks.contract import Sink, url_hash
+from streamcrawl.agents.sinks.memory import MemorySink
 from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
 from streamcrawl.topology.settings import load_settings
 

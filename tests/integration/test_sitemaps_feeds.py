@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.embedded import EmbeddedCrawl
+from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from tests.httpserver import RecordingServer, html, text
 from tests.wirings import WIRINGS, crawl
 

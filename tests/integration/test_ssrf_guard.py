@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from streamcrawl.agents.netguard import parse_networks
+from streamcrawl.agents.net.guard import parse_networks
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.embedded import EmbeddedCrawl
+from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from tests.fakedns import StaticResolver, spy_dials
 from tests.httpserver import RecordingServer, html
 from tests.integration.site import Cluster

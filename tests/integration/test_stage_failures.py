@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streamcrawl.agents import pipeline
-from streamcrawl.agents.parse import parse_html
+from streamcrawl.agents.content.parse import parse_html
+from streamcrawl.agents.net import stages as pipeline
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import RecordingServer, html
 from tests.kafka_agents import AgentsCrawl
@@ -48,7 +48,7 @@ async def test_a_raising_stage_is_retried_then_the_url_fails(
         policy = CrawlPolicy(
             crawl_id="t", seeds=(srv.url("/"),), delay=0.0, retries=RETRIES, obey_robots=False
         )
-        with caplog.at_level(logging.INFO, logger="streamcrawl.agents.pipeline"):
+        with caplog.at_level(logging.INFO, logger="streamcrawl.agents.net.stages"):
             states = await crawl(wiring, policy, tmp_path, timeout=30)
     boom = states[srv.url("/boom")]
     assert boom.state == "failed" and boom.attempts == RETRIES + 1

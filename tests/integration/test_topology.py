@@ -22,7 +22,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streamcrawl.topology import admin, kafka_clients
+from streamcrawl.topology.admin import topics as admin
+from streamcrawl.topology.worker import clients as kafka_clients
 from tests.integration.site import STREAMCRAWL, Cluster, page_requests, serve_site
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]

@@ -15,7 +15,7 @@ import pytest
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage as Message
 
-from streamcrawl.topology.acks import refuse_untracked_acks, untrack
+from streamcrawl.topology.worker.acks import refuse_untracked_acks, untrack
 
 TOPIC = "t.outcomes"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from streamcrawl.topology.app import create_app, table_options
 from streamcrawl.topology.settings import load_settings
+from streamcrawl.topology.worker.app import create_app, table_options
 
 
 @pytest.mark.parametrize("mb", [2, 8, 64])
@@ -32,7 +32,7 @@ def test_the_worker_keeps_the_root_logger_at_the_configured_level(tmp_path: Path
     builds a LogRecord on the hot path."""
     import logging
 
-    from streamcrawl.topology.kafka_commands import make_worker
+    from streamcrawl.topology.cli.kafka_commands import make_worker
 
     root = logging.getLogger()
     saved = (root.level, list(root.handlers))

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from streamcrawl.agents.kafka_frontier import Enter, Where
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN
-from streamcrawl.topology.acks import untrack as untrack_event
-from streamcrawl.topology.batching import DurableCommit, run_batches
+from streamcrawl.agents.frontier.store import META, ORIGINS, PENDING, SEEN
+from streamcrawl.agents.stream.frontier_agent import Enter, Where
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.topology.worker.acks import untrack as untrack_event
+from streamcrawl.topology.worker.batching import DurableCommit, run_batches
 
 
 @dataclass(eq=False)  # hashable, as Faust's (its consumer keeps a WeakSet of them)

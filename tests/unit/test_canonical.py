@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamcrawl.agents.canonical import (
+from streamcrawl.agents.errors import InvalidURL
+from streamcrawl.agents.urls.canonical import (
     DEFAULT_OPTIONS,
     Canonical,
     Canonicalizer,
@@ -14,7 +15,6 @@ from streamcrawl.agents.canonical import (
     canonicalize,
     origin_of,
 )
-from streamcrawl.agents.errors import InvalidURL
 from streamcrawl.schemas.records import CrawlPolicy
 
 BASE = "http://example.com/a/b/c?q=1"

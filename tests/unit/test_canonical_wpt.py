@@ -10,7 +10,7 @@ says where it is. ``STREAMCRAWL_URLTESTDATA`` may name the file instead (offline
 For every case whose input or base is http(s): our crawl key of the input must equal our crawl
 key of the URL browsers produce (``href``), and a case browsers reject must be rejected. So two
 spellings a browser treats as one URL are one crawl key. The only differences allowed are the
-deliberate ones listed in ``agents/canonical.py``'s docstring, each matched by a rule here.
+deliberate ones listed in ``agents/urls/canonical.py``'s docstring, each matched by a rule here.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from streamcrawl.agents.canonical import canonicalize
 from streamcrawl.agents.errors import InvalidURL
+from streamcrawl.agents.urls.canonical import canonicalize
 
 URL_CRATE = "2.5.8"  # the url crate's version whose tests/urltestdata.json is the reference
 # Our agreement on this data (cases where our key equals the browser's key, or both reject).
@@ -92,7 +92,7 @@ _IPV4 = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}")
 
 
 def _deliberate(case: dict[str, Any]) -> str | None:
-    """Which deliberate difference (agents/canonical.py's docstring) explains a case we refuse
+    """Which deliberate difference (agents/urls/canonical.py's docstring) explains a case we refuse
     although browsers accept it; None if none does."""
     if case.get("username") or case.get("password"):
         return "userinfo"

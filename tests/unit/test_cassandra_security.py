@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from streamcrawl.agents.cassandra_security import ssl_context
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.sinks.cassandra.security import ssl_context
 from streamcrawl.topology.settings import load_settings
 
 

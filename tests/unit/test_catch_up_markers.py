@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from streamcrawl.agents.frontier import load_origin
-from streamcrawl.agents.kafka_frontier import MARKER, FrontierAgent, Where
-from streamcrawl.agents.kafka_state import TableStore
+from streamcrawl.agents.frontier.frontier import load_origin
+from streamcrawl.agents.stream.frontier_agent import MARKER, FrontierAgent, Where
+from streamcrawl.agents.stream.tables import TableStore
 from tests.unit.test_frontier_batches import agent as batch_agent
 from tests.unit.test_frontier_batches import fetched, links
 from tests.unit.test_kafka_frontier import HERE, ORIGIN, Hook
@@ -48,7 +48,7 @@ def test_a_marker_read_before_the_outcome_it_follows_is_ignored_until_read_again
 
 def test_a_marker_at_the_committed_offset_counts() -> None:
     # A partition new to this worker: what came before the committed offset was applied by
-    # its previous owner (only applied events are acknowledged: topology/acks.py).
+    # its previous owner (only applied events are acknowledged: topology/worker/acks.py).
     a, hook, _ = agent({(OUT, HERE): 13})
     assert run(a, (Where(OUT, HERE, 13), MARKER + b"t")) == set()
     assert caught_up(hook) == 1

@@ -20,8 +20,11 @@ import pytest
 
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology import admin, cli, crawl_command, demo, kafka_commands
-from streamcrawl.topology import app as app_module
+from streamcrawl.topology.admin import topics as admin
+from streamcrawl.topology.cli import crawl as crawl_command
+from streamcrawl.topology.cli import demo, kafka_commands
+from streamcrawl.topology.cli import main as cli
+from streamcrawl.topology.worker import app as app_module
 from tests.unit.test_kafka_messages import page
 
 URL = "http://127.0.0.1:9/"

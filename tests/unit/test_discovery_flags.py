@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from streamcrawl.agents.errors import ConfigError, InvalidURL
-from streamcrawl.topology.cli import build_parser
-from streamcrawl.topology.cli_options import policy_from_args
+from streamcrawl.topology.cli.main import build_parser
+from streamcrawl.topology.cli.options import policy_from_args
 
 URL = "https://example.org/"
 

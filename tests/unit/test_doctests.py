@@ -29,6 +29,6 @@ def test_examples_are_found() -> None:
     """The examples that exist are collected (a broken walk would pass every module)."""
     found = {
         name: doctest.testmod(importlib.import_module(name)).attempted
-        for name in ("streamcrawl.agents.robots", "streamcrawl.agents.charset")
+        for name in ("streamcrawl.agents.robots.rules", "streamcrawl.agents.content.charset")
     }
     assert all(found.values()), found

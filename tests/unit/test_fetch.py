@@ -13,9 +13,9 @@ import brotli
 import pytest
 from multidict import CIMultiDict
 
-from streamcrawl.agents.charset import BodyTooLarge, Decoder, decode_html, normalize_charset
+from streamcrawl.agents.content.charset import BodyTooLarge, Decoder, decode_html, normalize_charset
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
-from streamcrawl.agents.fetch import (
+from streamcrawl.agents.net.fetch import (
     FetchResult,
     HopCheck,
     _resolve,
@@ -25,7 +25,7 @@ from streamcrawl.agents.fetch import (
     parse_content_type,
     parse_retry_after,
 )
-from streamcrawl.agents.robots import _redirect_target
+from streamcrawl.agents.robots.rules import _redirect_target
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import (
     LOOPBACK_GUARD,

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from streamcrawl.agents.frontier import Frontier, load_origin
-from streamcrawl.agents.kafka_scheduler import FetchService
-from streamcrawl.agents.kafka_state import TableStore, partition_for
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.pipeline import Report
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.scheduler import Dispatch
-from streamcrawl.agents.state import Changes
+from streamcrawl.agents.frontier.frontier import Frontier, load_origin
+from streamcrawl.agents.frontier.scheduler import Dispatch
+from streamcrawl.agents.frontier.store import Changes
+from streamcrawl.agents.net.stages import Report
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.fetch_service import FetchService
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 from tests.unit.test_kafka_messages import page
@@ -223,7 +223,7 @@ async def test_an_origin_whose_reports_cannot_be_sent_at_all_is_held_back() -> N
 def test_the_default_unapplied_bound_is_not_below_its_floor() -> None:
     # 4 x concurrency alone (256 at the default 64) capped a politeness-bound crawl of many
     # origins at bound / apply latency (bench: 111 pages/s of an ideal 512).
-    from streamcrawl.agents import kafka_scheduler
+    from streamcrawl.agents.stream import fetch_service as kafka_scheduler
 
     assert kafka_scheduler.MIN_MAX_UNAPPLIED == 1024
     assert _default_bound(64) == 1024

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from streamcrawl.topology import app as app_module
-from streamcrawl.topology import kafka_clients
-from streamcrawl.topology.kafka_clients import (
+from streamcrawl.topology.settings import load_settings
+from streamcrawl.topology.worker import app as app_module
+from streamcrawl.topology.worker import clients as kafka_clients
+from streamcrawl.topology.worker.clients import (
     FETCH_MAX_WAIT_MS,
     FETCH_MIN_BYTES,
     FETCHER_TIMEOUT_S,
     IDLE_FETCH_MAX_WAIT_MS,
     fetch_in_windows,
 )
-from streamcrawl.topology.settings import load_settings
 
 
 class Fetcher:

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from streamcrawl.agents.frontier import Frontier, admitted_count, load_origin, queued_entries
-from streamcrawl.agents.kafka_state import TableStore
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import (
+from streamcrawl.agents.frontier.frontier import (
+    Frontier,
+    admitted_count,
+    load_origin,
+    queued_entries,
+)
+from streamcrawl.agents.frontier.store import (
     META,
     ORIGINS,
     PENDING,
@@ -25,6 +28,8 @@ from streamcrawl.agents.state import (
     RocksStore,
     Store,
 )
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.tables import TableStore
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
 
 ORIGIN = "http://a.test"

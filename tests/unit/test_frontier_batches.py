@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from streamcrawl.agents.frontier import load_origin, origin_key, queued_entries
-from streamcrawl.agents.kafka_frontier import MARKER, Enter, FrontierAgent, Where
-from streamcrawl.agents.kafka_state import STAGES, TableStore, partition_for, write_stages
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.state import Value
+from streamcrawl.agents.frontier.frontier import load_origin, origin_key, queued_entries
+from streamcrawl.agents.frontier.store import Value
+from streamcrawl.agents.stream.frontier_agent import MARKER, Enter, FrontierAgent, Where
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.tables import STAGES, TableStore, partition_for, write_stages
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 from tests.unit.test_kafka_frontier import HERE, ORIGIN, PARTITIONS, Hook, Publisher, View

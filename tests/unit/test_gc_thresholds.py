@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamcrawl.topology.gc_thresholds import THRESHOLDS, tune_gc
+from streamcrawl.topology.worker.gc_thresholds import THRESHOLDS, tune_gc
 from tests.unit.worker_run import run_worker
 
 

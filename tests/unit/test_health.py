@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from streamcrawl.agents.health import Health, sink_probe
-from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.stream.health import Health, sink_probe
+from streamcrawl.agents.stream.metrics import Metrics
 
 
 class Switch:
@@ -61,7 +61,7 @@ async def test_a_probe_that_hangs_counts_as_down() -> None:
 
 
 async def test_the_sink_probe_needs_an_open_sink() -> None:
-    from streamcrawl.agents.sink_memory import MemorySink
+    from streamcrawl.agents.sinks.memory import MemorySink
 
     sink = None
     probe = sink_probe(lambda: sink)

@@ -83,9 +83,9 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     edges = graph()
-    assert "streamcrawl.topology.cli_options" in edges["streamcrawl.topology.cli"]
-    assert "streamcrawl.topology.kafka_commands" in edges["streamcrawl.topology.commands"]
-    assert "streamcrawl.schemas.records" in edges["streamcrawl.agents.frontier"]
+    assert "streamcrawl.topology.cli.options" in edges["streamcrawl.topology.cli.main"]
+    assert "streamcrawl.topology.cli.kafka_commands" in edges["streamcrawl.topology.cli.kafka_args"]
+    assert "streamcrawl.schemas.records" in edges["streamcrawl.agents.frontier.frontier"]
 
 
 def test_no_import_cycle() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from streamcrawl.agents.kafka_counts import count, counts_key, decode_counts, message_key
-from streamcrawl.agents.kafka_frontier import Where
-from streamcrawl.agents.kafka_state import partition_for
-from streamcrawl.agents.state import Changes, MemoryStore
+from streamcrawl.agents.frontier.store import Changes, MemoryStore
+from streamcrawl.agents.stream.counts import count, counts_key, decode_counts, message_key
+from streamcrawl.agents.stream.frontier_agent import Where
+from streamcrawl.agents.stream.tables import partition_for
 from streamcrawl.schemas.records import TerminalState, UrlStatus
 from tests.unit.test_kafka_frontier import HERE, LINKS, PARTITIONS, make, outcome, seed
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-from streamcrawl.topology.kafka_errors import ConnectionErrors
+from streamcrawl.topology.admin.errors import ConnectionErrors
 from streamcrawl.topology.settings import load_settings
 
 SASL_SSL = load_settings(

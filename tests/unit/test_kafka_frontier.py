@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamcrawl.agents.frontier import load_origin
-from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
-from streamcrawl.agents.kafka_state import TableStore, partition_for
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.queue import entry_at
-from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.frontier.frontier import load_origin
+from streamcrawl.agents.frontier.queue import entry_at
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, Outcome, UrlRef
 

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Sequence
 
 import pytest
 
-from streamcrawl.agents.kafka_links import ACK_ROOM, LinkBatches, merge
-from streamcrawl.agents.kafka_messages import MESSAGE_BYTES
+from streamcrawl.agents.stream.links import ACK_ROOM, LinkBatches, merge
+from streamcrawl.agents.stream.messages import MESSAGE_BYTES
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import FrontierBatch, UrlRef
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import msgspec
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from streamcrawl.agents.kafka_messages import (
+from streamcrawl.agents.net.stages import Report
+from streamcrawl.agents.stream.messages import (
     MESSAGE_BYTES,
     RECORD_OVERHEAD,
     frontier_values,
     report_messages,
 )
-from streamcrawl.agents.pipeline import Report
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import (
     MAX_PAGE_LINKS,

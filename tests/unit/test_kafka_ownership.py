@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from streamcrawl.agents.frontier import Frontier
-from streamcrawl.agents.kafka_frontier import MARKER
-from streamcrawl.agents.kafka_ownership import Ownership
-from streamcrawl.agents.kafka_scheduler import FetchService
-from streamcrawl.agents.kafka_state import TableStore, partition_for
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import Changes
+from streamcrawl.agents.frontier.frontier import Frontier
+from streamcrawl.agents.frontier.store import Changes
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.fetch_service import FetchService
+from streamcrawl.agents.stream.frontier_agent import MARKER
+from streamcrawl.agents.stream.ownership import Ownership
+from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
 from tests.unit.test_fetch_service import Stages
 from tests.unit.test_fetch_service import _service as fetch_service

@@ -6,8 +6,8 @@ from aiokafka.partitioner import DefaultPartitioner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamcrawl.agents.kafka_partitioner import key_partition
-from streamcrawl.agents.kafka_state import partition_for
+from streamcrawl.agents.stream.partitioner import key_partition
+from streamcrawl.agents.stream.tables import partition_for
 
 
 @given(key=st.binary(min_size=1, max_size=80), n=st.integers(1, 64))

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from streamcrawl.agents import kafka_sink
 from streamcrawl.agents.errors import SinkBackpressure
-from streamcrawl.agents.kafka_sink import sink_lag, write_batch
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.sink_memory import MemorySink
+from streamcrawl.agents.sinks.memory import MemorySink
+from streamcrawl.agents.stream import sink_agent as kafka_sink
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.sink_agent import sink_lag, write_batch
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import Page, TerminalState, UrlStatus
 

@@ -8,16 +8,24 @@ from typing import Any
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from streamcrawl.agents.frontier import (
+from streamcrawl.agents.frontier.frontier import (
     Frontier,
     load_origin,
     origin_key,
     queued_entries,
 )
-from streamcrawl.agents.kafka_state import TableStore, partition_for, write_order
-from streamcrawl.agents.queue import SEGMENT, segment_key
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.state import META, ORIGINS, PENDING, SEEN, SEGMENTS, Changes, MemoryStore
+from streamcrawl.agents.frontier.queue import SEGMENT, segment_key
+from streamcrawl.agents.frontier.store import (
+    META,
+    ORIGINS,
+    PENDING,
+    SEEN,
+    SEGMENTS,
+    Changes,
+    MemoryStore,
+)
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.tables import TableStore, partition_for, write_order
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 
 ORIGIN = "http://a.test"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamcrawl.agents.link_header import HeaderLinks, header_links, page_rels
+from streamcrawl.agents.content.link_header import HeaderLinks, header_links, page_rels
 
 URL = "https://example.com/dir/page?x=1"
 

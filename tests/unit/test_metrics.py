@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.stream.metrics import Metrics
 
 COMPONENTS = {"fetch", "scheduler", "frontier", "robots", "sink", "kafka", "pipeline", "health"}
 

@@ -16,15 +16,15 @@ import aiohttp
 import pytest
 
 from streamcrawl.agents.errors import ConfigError
-from streamcrawl.agents.fetch import fetch, make_session
-from streamcrawl.agents.netguard import (
+from streamcrawl.agents.net.fetch import fetch, make_session
+from streamcrawl.agents.net.guard import (
     AddressBlocked,
     AddressGuard,
     GuardedConnector,
     parse_networks,
     seed_addresses,
 )
-from streamcrawl.agents.robots import ROBOTS_BLOCKED, RobotsRules, fetch_robots
+from streamcrawl.agents.robots.rules import ROBOTS_BLOCKED, RobotsRules, fetch_robots
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.fakedns import StaticResolver, spy_dials
 from tests.httpserver import RecordingServer, html, redirect

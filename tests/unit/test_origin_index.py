@@ -9,13 +9,13 @@ from collections import Counter
 import pytest
 
 from bench.origin_memory import fetch_service
-from streamcrawl.agents.frontier import Frontier, load_origin
-from streamcrawl.agents.kafka_scheduler import FetchService
-from streamcrawl.agents.kafka_state import TableStore
-from streamcrawl.agents.origin_index import Refill
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.scheduler import TURN, Scheduler
-from streamcrawl.agents.state import ORIGINS, Changes
+from streamcrawl.agents.frontier.frontier import Frontier, load_origin
+from streamcrawl.agents.frontier.scheduler import TURN, Scheduler
+from streamcrawl.agents.frontier.store import ORIGINS, Changes
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.fetch_service import FetchService
+from streamcrawl.agents.stream.origin_index import Refill
+from streamcrawl.agents.stream.tables import TableStore
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
 from tests.unit.test_scheduler import finish
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from streamcrawl.agents.outlinks import PageLinks, page_links
-from streamcrawl.agents.parse import parse_html
-from streamcrawl.agents.rules import CrawlRules
+from streamcrawl.agents.content.outlinks import PageLinks, page_links
+from streamcrawl.agents.content.parse import parse_html
+from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.schemas.records import DEFAULT_PAGE_LINKS, CrawlPolicy, Outlink
 
 PAGE = "https://example.com/dir/page.html"

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from streamcrawl.agents.frontier import Frontier, load_origin, origin_key, store_origin
-from streamcrawl.agents.kafka_frontier import Where
-from streamcrawl.agents.state import Changes, MemoryStore
+from streamcrawl.agents.frontier.frontier import Frontier, load_origin, origin_key, store_origin
+from streamcrawl.agents.frontier.store import Changes, MemoryStore
+from streamcrawl.agents.stream.frontier_agent import Where
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import OriginState, QueueEntry
 from tests.unit.test_frontier_batches import agent, fetched, links

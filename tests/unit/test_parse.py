@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamcrawl.agents.parse import MAX_TITLE_CHARS, Link, ParsedPage, parse_html
+from streamcrawl.agents.content.parse import MAX_TITLE_CHARS, Link, ParsedPage, parse_html
 from streamcrawl.schemas.records import MAX_ANCHOR_CHARS
 
 URL = "https://example.com/dir/page.html"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from streamcrawl.agents.errors import ConfigError
-from streamcrawl.agents.kafka_control import SharedView
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.patterns import compile_pattern
-from streamcrawl.agents.scope import Scope
+from streamcrawl.agents.stream.control import SharedView
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.urls.patterns import compile_pattern
+from streamcrawl.agents.urls.scope import Scope
 from streamcrawl.schemas.records import CrawlPolicy
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
@@ -86,7 +86,7 @@ def test_the_worker_refuses_a_spec_with_an_unsupported_pattern(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     view = SharedView(None, "p.control", "p.budget", Metrics())
-    caplog.set_level(logging.WARNING, "streamcrawl.agents.kafka_control")
+    caplog.set_level(logging.WARNING, "streamcrawl.agents.stream.control")
     spec = {"v": 2, "crawl_id": "c1", "seeds": [SEED], "include": [r"(?=/blog/)"]}
     assert not view._apply("p.control", 0, 0, b"c1", json.dumps(spec).encode())
     assert "c1" not in view.policies
@@ -95,7 +95,7 @@ def test_the_worker_refuses_a_spec_with_an_unsupported_pattern(
 
 
 def test_a_pattern_set_matches_when_any_pattern_does() -> None:
-    from streamcrawl.agents.patterns import PatternSet, compile_patterns
+    from streamcrawl.agents.urls.patterns import PatternSet, compile_patterns
 
     either = PatternSet((r"/blog/", r"(?i)\.PDF$"))
     assert either.search("https://example.org/blog/x")

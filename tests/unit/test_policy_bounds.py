@@ -12,8 +12,8 @@ import jsonschema
 import msgspec
 import pytest
 
-from streamcrawl.agents.kafka_control import SharedView
-from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.stream.control import SharedView
+from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.schemas import generate
 from streamcrawl.schemas.codec import BadMessage, check, decode, encode
 from streamcrawl.schemas.records import (
@@ -29,7 +29,7 @@ from streamcrawl.schemas.records import (
     Outcome,
     UrlRef,
 )
-from streamcrawl.topology.cli import build_parser
+from streamcrawl.topology.cli.main import build_parser
 
 MB10 = "x" * (10 * 1024 * 1024)
 URL = "https://example.org/"
@@ -157,8 +157,8 @@ def test_hostile_frontier_batch_is_refused(field: str, urls: list[dict[str, Any]
 
 
 def test_the_fetch_service_never_sends_a_batch_the_decoder_refuses() -> None:
-    from streamcrawl.agents.kafka_messages import frontier_values, report_messages
-    from streamcrawl.agents.pipeline import Report
+    from streamcrawl.agents.net.stages import Report
+    from streamcrawl.agents.stream.messages import frontier_values, report_messages
 
     own = tuple(UrlRef(f"http://a.test/{i}", 1) for i in range(3 * MAX_BATCH_URLS))
     other = tuple(UrlRef(f"http://b.test/{i}", 1) for i in range(2 * MAX_BATCH_URLS + 5))
@@ -233,7 +233,7 @@ def test_cli_flags_take_exactly_the_record_bounds(
 
 def test_cli_refuses_a_spec_over_a_list_bound_in_one_line() -> None:
     from streamcrawl.agents.errors import ConfigError
-    from streamcrawl.topology.cli_options import policy_from_args
+    from streamcrawl.topology.cli.options import policy_from_args
 
     args = parse(*[a for i in range(MAX_PATTERNS + 1) for a in ("--include", f"x{i}")])
     with pytest.raises(ConfigError, match="field include"):
@@ -253,7 +253,7 @@ def test_the_worker_refuses_a_hostile_spec_keeps_the_last_good_one_and_goes_on(
     v = view()
     good = encode(CrawlPolicy(crawl_id="c1", seeds=(URL,), max_pages=5))
     assert v._apply("p.control", 0, 0, b"c1", good)
-    caplog.set_level(logging.WARNING, "streamcrawl.agents.kafka_control")
+    caplog.set_level(logging.WARNING, "streamcrawl.agents.stream.control")
     bad = json.dumps(spec(max_pages=-1, seeds=[URL] * (MAX_SEEDS + 1))).encode()
     assert not v._apply("p.control", 0, 1, b"c1", bad)
     assert not v._apply("p.control", 0, 2, b"c1", json.dumps(spec(include=["("])).encode())
@@ -279,15 +279,15 @@ def test_a_refused_spec_of_a_new_crawl_leaves_it_unknown() -> None:
 async def test_the_frontier_agent_skips_a_hostile_batch_and_applies_the_next(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from streamcrawl.agents.frontier import load_origin
-    from streamcrawl.agents.kafka_frontier import Where
-    from streamcrawl.agents.kafka_state import partition_for
+    from streamcrawl.agents.frontier.frontier import load_origin
+    from streamcrawl.agents.stream.frontier_agent import Where
+    from streamcrawl.agents.stream.tables import partition_for
     from tests.kafka_agents import AgentsCrawl
 
     origin = "https://example.org"
     here = partition_for(origin, 4)
     agents = AgentsCrawl(CrawlPolicy(crawl_id="c1", seeds=(URL,)), partitions=4)
-    caplog.set_level(logging.WARNING, "streamcrawl.agents.kafka_frontier")
+    caplog.set_level(logging.WARNING, "streamcrawl.agents.stream.frontier_agent")
     urls = [{"url": f"{URL}{i}", "depth": 1} for i in range(MAX_BATCH_URLS + 1)]
     hostile = {"v": 2, "crawl_id": "c1", "origin": origin, "urls": urls}
     await agents.agent.handle(Where("p.frontier", here, 0), json.dumps(hostile).encode())

@@ -1,5 +1,5 @@
 """The crawl policy flags of crawl and seed: their defaults are the record's, and every flag
-reaches the field it names (topology/cli_options.py builds them from tables)."""
+reaches the field it names (topology/cli/options.py builds them from tables)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import msgspec
 import pytest
 
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.cli import build_parser
-from streamcrawl.topology.cli_options import policy_from_args
+from streamcrawl.topology.cli.main import build_parser
+from streamcrawl.topology.cli.options import policy_from_args
 
 URL = "https://example.org/"
 

@@ -1,5 +1,5 @@
-"""The segmented queue layout (agents/queue.py): writes per page, every crash point of a batch
-of the frontier agent, and the upgrade from the previous layout (one key per queued URL)."""
+"""The segmented queue layout (agents/frontier/queue.py): writes per page, every crash point of a
+batch of the frontier agent, and the upgrade from the previous layout (one key per queued URL)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,19 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from streamcrawl.agents import queue
-from streamcrawl.agents.frontier import admitted_key, load_origin, origin_key, queued_entries
-from streamcrawl.agents.kafka_counts import admitted, counts_key
-from streamcrawl.agents.kafka_frontier import FrontierAgent, Where
-from streamcrawl.agents.kafka_state import STAGES, TableStore, write_stages
-from streamcrawl.agents.metrics import Metrics
-from streamcrawl.agents.queue import legacy_key, segment_key
-from streamcrawl.agents.state import META, PENDING, SEEN, SEGMENTS, Changes, MemoryStore
+from streamcrawl.agents.frontier import queue
+from streamcrawl.agents.frontier.frontier import (
+    admitted_key,
+    load_origin,
+    origin_key,
+    queued_entries,
+)
+from streamcrawl.agents.frontier.queue import legacy_key, segment_key
+from streamcrawl.agents.frontier.store import META, PENDING, SEEN, SEGMENTS, Changes, MemoryStore
+from streamcrawl.agents.stream.counts import admitted, counts_key
+from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.tables import STAGES, TableStore, write_stages
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome, QueueEntry
 from tests.unit.test_frontier_batches import Recorder, agent, fetched, links

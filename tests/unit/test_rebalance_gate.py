@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamcrawl.topology.rebalance import RebalanceGate
+from streamcrawl.topology.worker.rebalance import RebalanceGate
 
 
 @dataclass

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from streamcrawl.agents.fetch import SentAt, make_session
-from streamcrawl.agents.robots import (
+from streamcrawl.agents.net.fetch import SentAt, make_session
+from streamcrawl.agents.robots.rules import (
     ROBOTS_MAX_BYTES,
     RobotsRules,
     fetch_robots,

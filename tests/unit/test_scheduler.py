@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from streamcrawl.agents.frontier import Frontier, load_origin
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.scheduler import Scheduler
-from streamcrawl.agents.state import Changes, MemoryStore
+from streamcrawl.agents.frontier.frontier import Frontier, load_origin
+from streamcrawl.agents.frontier.scheduler import Scheduler
+from streamcrawl.agents.frontier.store import Changes, MemoryStore
+from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 
 A, B = "http://a.test", "http://b.test"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streamcrawl.agents.errors import ConfigError
-from streamcrawl.agents.scope import Scope, registrable_domain
+from streamcrawl.agents.urls.scope import Scope, registrable_domain
 from streamcrawl.schemas.records import CrawlPolicy
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from streamcrawl.agents.errors import ConfigError
-from streamcrawl.topology import kafka_clients
 from streamcrawl.topology.settings import load_settings
+from streamcrawl.topology.worker import clients as kafka_clients
 
 CANARY = "canary-5f0c1e7d2b"
 SECRETS = {

@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from streamcrawl.agents import sink_cassandra, sink_cassandra_driver
-from streamcrawl.topology import admin, kafka_clients
-from streamcrawl.topology import app as app_module
+from streamcrawl.agents.sinks.cassandra import driver as sink_cassandra_driver
+from streamcrawl.agents.sinks.cassandra import sink as sink_cassandra
+from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
+from streamcrawl.topology.worker import app as app_module
+from streamcrawl.topology.worker import clients as kafka_clients
 from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
 from tests.unit.worker_run import run_worker
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streamcrawl.agents.sink_cassandra_driver import execute_many
+from streamcrawl.agents.sinks.cassandra.driver import execute_many
 
 
 class FakeFuture:

@@ -1,11 +1,11 @@
-"""The Cassandra sink's requests (agents/sink_cassandra_pack.py): few, and within the bounds."""
+"""The Cassandra sink's requests (agents/sinks/cassandra/pack.py): few, and within the bounds."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamcrawl.agents.sink_cassandra_pack import BATCH_BYTES, MAX_PARTITIONS, Row, pack
+from streamcrawl.agents.sinks.cassandra.pack import BATCH_BYTES, MAX_PARTITIONS, Row, pack
 
 
 def _row(name: str, i: int, nbytes: int, partition: object) -> Row:

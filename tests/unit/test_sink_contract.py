@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from streamcrawl.agents.sink import crawl_shard, micros, origin_bucket, url_hash
+from streamcrawl.agents.sinks.contract import crawl_shard, micros, origin_bucket, url_hash
 from streamcrawl.topology.settings import Settings
 
 

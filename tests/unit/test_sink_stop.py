@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiokafka.errors import ConsumerStoppedError
 
-from streamcrawl.agents.kafka_sink import SinkConsumer
-from streamcrawl.agents.metrics import Metrics
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.sink_agent import SinkConsumer
 
 
 class Closed:

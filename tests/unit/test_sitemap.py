@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import gzip
 
-from streamcrawl.agents import sitemap as sm
-from streamcrawl.agents.feeds import parse_feed
-from streamcrawl.agents.listings import listed, robots_sitemaps
-from streamcrawl.agents.rules import CrawlRules
-from streamcrawl.agents.sitemap import Listed, gunzip_capped, parse_sitemap
+from streamcrawl.agents.content import sitemap as sm
+from streamcrawl.agents.content.feeds import parse_feed
+from streamcrawl.agents.content.listings import listed, robots_sitemaps
+from streamcrawl.agents.content.sitemap import Listed, gunzip_capped, parse_sitemap
+from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.schemas.records import CrawlPolicy, QueueEntry
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from streamcrawl.agents import state
 from streamcrawl.agents.errors import StateError
-from streamcrawl.agents.state import (
+from streamcrawl.agents.frontier import store as state
+from streamcrawl.agents.frontier.store import (
     META,
     SEEN,
     WRITE_BUFFER_BYTES,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from streamcrawl.agents.kafka_state import TableStore
-from streamcrawl.topology.table_reads import DirectReads
+from streamcrawl.agents.stream.tables import TableStore
+from streamcrawl.topology.worker.table_reads import DirectReads
 
 
 class _Store:

@@ -13,10 +13,10 @@ import pytest
 import rocksdict
 from faust.types import TP
 
-from streamcrawl.topology import table_stores
-from streamcrawl.topology.app import create_app
 from streamcrawl.topology.settings import load_settings
-from streamcrawl.topology.table_stores import RocksStore, drop_databases
+from streamcrawl.topology.worker import table_stores
+from streamcrawl.topology.worker.app import create_app
+from streamcrawl.topology.worker.table_stores import RocksStore, drop_databases
 
 
 @pytest.fixture

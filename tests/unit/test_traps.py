@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamcrawl.agents.canonical import canonicalize
-from streamcrawl.agents.scope import Scope
-from streamcrawl.agents.traps import calendar_out_of_range, session_in_path
+from streamcrawl.agents.urls.canonical import canonicalize
+from streamcrawl.agents.urls.scope import Scope
+from streamcrawl.agents.urls.traps import calendar_out_of_range, session_in_path
 from streamcrawl.schemas.records import CrawlPolicy
 
 TOKEN = "0123456789abcdef0123456789abcdef"

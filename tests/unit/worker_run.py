@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from streamcrawl.topology import app as app_module
-from streamcrawl.topology import kafka_commands
+from streamcrawl.topology.cli import kafka_commands
 from streamcrawl.topology.settings import Settings
+from streamcrawl.topology.worker import app as app_module
 
 
 @dataclass

@@ -1,0 +1,400 @@
+"""The frontier: dedupe, per-origin durable FIFO queues, per-origin timing and backoff.
+
+Pure logic over a ``Changes`` overlay (see ``agents.state``): the single writer (the embedded
+runner, or the Faust frontier agent) calls ``admit`` for discovered URLs and ``apply`` for fetch
+outcomes, then commits the overlay (atomically in the embedded runner; key by key in a
+crash-safe order in the Faust tables, so a crash can leave part of one commit). Both are
+idempotent, which also completes such a partial commit: a replayed batch finds its URLs seen; a
+replayed outcome finds its queue entry ended and only repeats its terminal status. The queue's
+layout (segments, the head cursor in the origin's record) is ``agents.queue``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from streamcrawl.agents.frontier import queue
+from streamcrawl.agents.frontier.store import META, ORIGINS, SEEN, Changes, Store
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.robots.rules import robots_expiry
+from streamcrawl.schemas.records import (
+    FrontierBatch,
+    OriginState,
+    Outcome,
+    QueueEntry,
+    TerminalState,
+    UrlRef,
+    UrlStatus,
+)
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
+
+RETRY = "retry"
+
+
+@functools.lru_cache(maxsize=16384)  # a page links mostly URLs linked before: one hash each
+def seen_key(crawl_id: str, url: str) -> bytes:
+    digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
+    return SEEN + crawl_id.encode() + b"\x00" + digest
+
+
+def origin_key(origin: str) -> bytes:
+    return ORIGINS + origin.encode()
+
+
+def admitted_key(crawl_id: str) -> bytes:
+    return META + b"admitted\x00" + crawl_id.encode()
+
+
+def load_origin(store: Store | Changes, origin: str) -> OriginState:
+    """The origin's state, the caller's to change (a fresh object: from an overlay, a copy of
+    the state it decoded or was given once, see ``store_origin``)."""
+    key = origin_key(origin)
+    if isinstance(store, Changes):
+        state = store.load(key, _decode_origin)
+        return OriginState(origin=origin) if state is None else _copy(state)
+    raw = store.get(key)
+    return OriginState(origin=origin) if raw is None else _decode_origin(raw)
+
+
+def store_origin(ch: Changes, st: OriginState) -> None:
+    """Write ``st``; the overlay keeps a copy, so changes the caller makes later stay out."""
+    ch.put(origin_key(st.origin), _encode(st), decoded=_copy(st))
+
+
+def _copy(st: OriginState) -> OriginState:
+    # Queue entries are frozen: copying the containers makes a state nobody else changes.
+    return msgspec.structs.replace(
+        st, inline=list(st.inline), done=list(st.done), patched=dict(st.patched)
+    )
+
+
+def admitted_count(store: Store | Changes, crawl_id: str) -> int:
+    raw = store.get(admitted_key(crawl_id))
+    return 0 if raw is None else int(raw)
+
+
+def queued_entries(
+    store: Store | Changes,
+    state: OriginState,
+    limit: int,
+    skip: set[int] | frozenset[int] = frozenset(),
+) -> list[tuple[int, QueueEntry]]:
+    """Up to ``limit`` entries from the head of the origin's queue, skipping seqs in ``skip``."""
+    found: list[tuple[int, QueueEntry]] = []
+    seq = state.head
+    while seq < state.tail and len(found) < limit:
+        if seq not in skip:
+            entry = queue.entry_at(store, state, seq)
+            if entry is not None:
+                found.append((seq, entry))
+        seq += 1
+    return found
+
+
+@dataclass
+class Admission:
+    """What ``admit`` did with a batch."""
+
+    queued: list[tuple[int, QueueEntry]] = field(default_factory=list)
+    statuses: list[UrlStatus] = field(default_factory=list)
+    # URLs whose canonical origin differs from the batch key: re-send them keyed correctly.
+    misrouted: dict[str, list[UrlRef]] = field(default_factory=dict)
+    duplicates: int = 0
+    invalid: int = 0
+    state: OriginState | None = None  # the origin's state after the batch; None: not read
+
+
+@dataclass
+class Applied:
+    """What ``apply`` did with an outcome: terminal states to sink, the origin's new state."""
+
+    statuses: list[UrlStatus]
+    state: OriginState
+    retried: bool = False
+    replayed: bool = False
+
+
+class Frontier:
+    """Computes state changes; never commits them (the caller owns the transaction)."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.clock = clock
+        self.jitter = jitter
+
+    def admit(
+        self,
+        ch: Changes,
+        batch: FrontierBatch,
+        rules: CrawlRules,
+        *,
+        budget: int | None,
+        source: bytes = b"",
+        count_admitted: bool = True,
+    ) -> Admission:
+        """Dedupe, scope-check and enqueue a batch of URLs for ONE origin.
+
+        ``budget`` is how many more URLs this crawl may queue (``None``: unlimited); URLs over it
+        end ``cancelled``. Each new URL is marked seen exactly once, so it gets exactly one
+        terminal state: queued now (and a terminal state later), or ``out_of_scope``/``cancelled``.
+
+        ``source`` names the event being applied (Kafka: topic, partition, offset). A URL that
+        ends at admission is marked seen with it, so a replay of that same event, which finds
+        the URL seen, repeats its terminal status (one lost in a crash is sent again) while any
+        other event linking the URL is a plain duplicate. A URL it queues is marked seen with it
+        and its seq: if a crash lost the origin state that counted it (the seen marks are
+        written before the origin, see ``kafka_state``), the replay queues it at the same seq.
+
+        ``count_admitted=False``: the caller keeps the crawl's admitted count itself (the
+        Kafka agent, in its partition's counts record), else it is ``admitted_key``.
+        """
+        result = Admission()
+        # Loaded only once a URL needs it: a batch of links seen before (most of them, once a
+        # crawl is under way) neither reads nor decodes its origin's record.
+        st: OriginState | None = None
+        now = self.clock()
+        queued = 0
+        marked: set[bytes] = set()  # seen keys written by this call
+        for ref in batch.urls:
+            canon = rules.canonicalizer.try_canonicalize(ref.url)
+            if canon is None:
+                result.invalid += 1
+                continue
+            if canon.origin != batch.origin:
+                result.misrouted.setdefault(canon.origin, []).append(
+                    msgspec.structs.replace(ref, url=canon.url)
+                )
+                continue
+            key = seen_key(batch.crawl_id, canon.url)
+            seen = ch.get(key)
+            again = None
+            if seen is not None:
+                ended = _ended_at_admission(seen, source) if key not in marked else None
+                if ended is not None:  # this very event, replayed: its status may be lost
+                    result.statuses.append(_ended(batch, canon.url, *ended, now))
+                    marked.add(key)
+                    continue
+                again = _queued_by(seen, source) if key not in marked else None
+                if again is not None and st is None:
+                    st = load_origin(ch, batch.origin)
+                if again is None or st is None or again < st.tail:
+                    result.duplicates += 1
+                    continue
+                # This very event queued it at `again`, but a crash lost the origin state that
+                # counted it: queue it there again (same entry, same key), not at a new tail,
+                # which would fetch it twice.
+            marked.add(key)
+            entry = QueueEntry(
+                crawl_id=batch.crawl_id,
+                url=canon.url,
+                depth=ref.depth,
+                parent=ref.parent,
+                kind=ref.kind,
+                lastmod=ref.lastmod,
+            )
+            if again is not None and st is not None:
+                queue.push(ch, st, again, entry)
+                result.queued.append((again, entry))
+                queued += 1
+                continue
+            reason = rules.scope.check(canon.url, ref.depth)
+            if reason is None and budget is not None and queued >= budget:
+                reason = "max_pages"
+                state = TerminalState.CANCELLED
+            else:
+                state = TerminalState.OUT_OF_SCOPE
+            if reason is not None:
+                ch.put(key, _ended_mark(source, state, reason, ref.depth))
+                result.statuses.append(_ended(batch, canon.url, state, reason, ref.depth, now))
+                continue
+            if st is None:
+                st = load_origin(ch, batch.origin)
+            ch.put(key, _queued_mark(source, st.tail, ref.depth))
+            result.queued.append((st.tail, entry))
+            queue.push(ch, st, st.tail, entry)
+            queued += 1
+        if queued and st is not None:
+            store_origin(ch, st)
+        if queued and count_admitted:
+            total = admitted_count(ch, batch.crawl_id) + queued
+            ch.put(admitted_key(batch.crawl_id), str(total).encode())
+        result.state = st
+        return result
+
+    def apply(self, ch: Changes, outcome: Outcome, rules: CrawlRules) -> Applied:
+        """Apply one fetch outcome: robots cache, politeness timing, backoff, retry or terminal."""
+        st = load_origin(ch, outcome.origin)
+        if outcome.kind == "robots":
+            return self._apply_robots(ch, outcome, rules, st)
+        found = queue.entry_at(ch, st, outcome.seq)
+        if found is None:
+            queue.forget_replayed(ch, st, outcome.seq)
+            return Applied(self._replayed(outcome, rules), st, replayed=True)
+        entry = found
+        policy = rules.policy
+        self._time(st, outcome, rules)
+        if outcome.state == RETRY and entry.attempts + 1 <= policy.retries:
+            again = msgspec.structs.replace(
+                entry, attempts=entry.attempts + 1, last_error=outcome.error
+            )
+            queue.replace(ch, st, outcome.seq, again)
+            if not outcome.backoff:  # still wait before the retry: exponential with jitter
+                wait = min(policy.max_backoff, max(policy.delay, 0.5) * 2**entry.attempts)
+                st.next_fetch_at = max(st.next_fetch_at, outcome.finished_at + wait)
+            store_origin(ch, st)
+            return Applied([], st, retried=True)
+        state = _terminal_state(outcome)
+        entry = msgspec.structs.replace(entry, attempts=_attempts(entry.attempts, outcome))
+        queue.end(ch, st, outcome.seq)
+        if outcome.final_url and outcome.final_url != entry.url:
+            ch.put(seen_key(entry.crawl_id, outcome.final_url), str(entry.depth).encode())
+        if state is TerminalState.FETCHED:
+            st.fetched += 1
+        store_origin(ch, st)
+        return Applied([_terminal(entry, outcome, state)], st)
+
+    def _replayed(self, outcome: Outcome, rules: CrawlRules) -> list[UrlStatus]:
+        """The terminal status a replayed outcome produced the first time, rebuilt from the
+        outcome alone (its entry is gone), so that a status lost in a crash between the table
+        commit and its delivery is sent again. A retry that re-queued its entry had none."""
+        if outcome.state == RETRY and outcome.attempts <= rules.policy.retries:
+            return []
+        state = _terminal_state(outcome)
+        entry = QueueEntry(
+            crawl_id=outcome.crawl_id,
+            url=outcome.url,
+            depth=outcome.depth,
+            attempts=_attempts(outcome.attempts - 1, outcome),  # Outcome.attempts = entry's + 1
+            lastmod=outcome.lastmod,
+        )
+        return [_terminal(entry, outcome, state)]
+
+    def _apply_robots(
+        self, ch: Changes, outcome: Outcome, rules: CrawlRules, st: OriginState
+    ) -> Applied:
+        failed = outcome.robots_status is None or outcome.robots_status >= 500
+        st.robots_status = outcome.robots_status
+        st.robots_body = outcome.robots_body
+        st.robots_expires = robots_expiry(outcome.robots_status, outcome.finished_at, rules.policy)
+        # After `retries` consecutive failures the origin is treated as disallowed (RFC 9309
+        # "complete disallow") for the error TTL, so its URLs end robots_denied instead of
+        # waiting forever; a later successful fetch lifts it.
+        st.failures = st.failures + 1 if failed else 0
+        if failed and st.failures <= rules.policy.retries:
+            # Retry robots.txt sooner than the error TTL, with exponential backoff.
+            wait = max(rules.policy.delay, 1.0) * 2 ** (st.failures - 1) * (0.5 + self.jitter())
+            st.robots_expires = outcome.finished_at + min(rules.policy.robots_error_ttl, wait)
+        self._time(st, outcome, rules)
+        store_origin(ch, st)
+        return Applied([], st)
+
+    def _time(self, st: OriginState, outcome: Outcome, rules: CrawlRules) -> None:
+        """Politeness: the next request starts no earlier than start + delay, or after backoff."""
+        policy = rules.policy
+        if outcome.started_at > 0:
+            st.next_fetch_at = max(st.next_fetch_at, outcome.started_at + rules.delay(st))
+        if outcome.backoff:
+            st.errors += 1
+            if outcome.kind == "page":
+                st.failures += 1
+            base = max(policy.delay, 1.0) * 2 ** max(st.failures - 1, 0)
+            wait = min(policy.max_backoff, base * (0.5 + self.jitter()))
+            if outcome.retry_after is not None:
+                wait = max(wait, min(outcome.retry_after, policy.max_backoff))
+            st.backoff_until = outcome.finished_at + wait
+            st.next_fetch_at = max(st.next_fetch_at, st.backoff_until)
+        elif outcome.kind == "page" and outcome.state != RETRY:
+            st.failures = 0
+
+
+def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
+    """robots.txt failed (5xx/unreachable) but not yet often enough to give up on the origin."""
+    failed = st.robots_expires > 0 and (st.robots_status is None or st.robots_status >= 500)
+    return failed and st.failures <= rules.policy.retries
+
+
+def _terminal_state(outcome: Outcome) -> TerminalState:
+    """The state an outcome ends its entry in (a retry that may not be retried: failed)."""
+    return TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
+
+
+def _attempts(before: int, outcome: Outcome) -> int:
+    """Attempts of an entry once ``outcome`` is applied (a dispatch without request: none)."""
+    return before + (1 if outcome.started_at > 0 else 0)
+
+
+def _terminal(entry: QueueEntry, outcome: Outcome, state: TerminalState) -> UrlStatus:
+    """The terminal status of ``entry`` (attempts already counted) ended by ``outcome``."""
+    return UrlStatus(
+        crawl_id=entry.crawl_id,
+        url=entry.url,
+        origin=outcome.origin,
+        state=state,
+        depth=entry.depth,
+        attempts=entry.attempts,
+        status=outcome.status,
+        last_error=outcome.error,
+        final_url=outcome.final_url,
+        updated_at=outcome.finished_at,
+        lastmod=entry.lastmod,
+    )
+
+
+_ENDED = b"!"  # seen value of a URL that ended at admission: _ENDED, source, state, reason, depth
+
+
+def _ended_mark(source: bytes, state: TerminalState, reason: str, depth: int) -> bytes:
+    if not source:
+        return str(depth).encode()  # no replays to recognise (the embedded crawl)
+    return b"\x00".join((_ENDED, source, state.value.encode(), reason.encode(), b"%d" % depth))
+
+
+_QUEUED = b"?"  # seen value of a URL queued by a known event: _QUEUED, source, seq, depth
+
+
+def _queued_mark(source: bytes, seq: int, depth: int) -> bytes:
+    if not source:
+        return str(depth).encode()  # the embedded crawl commits atomically: no partial state
+    return b"\x00".join((_QUEUED, source, b"%d" % seq, b"%d" % depth))
+
+
+def _queued_by(seen: bytes, source: bytes) -> int | None:
+    """The seq at which event ``source`` queued the URL whose seen value is ``seen``."""
+    if not source or not seen.startswith(_QUEUED + b"\x00" + source + b"\x00"):
+        return None
+    return int(seen.split(b"\x00")[2])
+
+
+def _ended_at_admission(seen: bytes, source: bytes) -> tuple[TerminalState, str, int] | None:
+    """(state, reason, depth) if ``seen`` marks a URL ended at admission by event ``source``."""
+    if not source or not seen.startswith(_ENDED + b"\x00" + source + b"\x00"):
+        return None
+    _, _, state, reason, depth = seen.split(b"\x00")
+    return TerminalState(state.decode()), reason.decode(), int(depth)
+
+
+def _ended(
+    batch: FrontierBatch, url: str, state: TerminalState, reason: str, depth: int, now: float
+) -> UrlStatus:
+    return UrlStatus(
+        crawl_id=batch.crawl_id,
+        url=url,
+        origin=batch.origin,
+        state=state,
+        depth=depth,
+        last_error=reason,
+        updated_at=now,
+    )

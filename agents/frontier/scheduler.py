@@ -1,0 +1,293 @@
+"""Which origin may start which request, and when: the per-worker, in-memory politeness index.
+
+It reads frontier state but never writes it. Each origin is a ``Slot`` (as in Scrapy) holding
+its in-flight requests and the start time of the last one; a heap orders origins by the time
+they become ready. Rebuilt from the store when the wiring (re)gains ownership of origins.
+
+Bounded: at most ``max_origins`` origins are in memory. An origin with work that does not fit
+stays in the store only (``overflow``: the wiring's ``agents.origin_index.Refill`` walks the
+store for such origins whenever there is room); while some wait there, an origin leaves memory
+after ``TURN`` dispatches with nothing in flight, so every origin gets its turn. Leaving is
+safe for politeness: the frontier's record says when its next request may start.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from streamcrawl.agents.frontier.frontier import queued_entries, robots_unusable
+from streamcrawl.agents.frontier.store import Changes, Store
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.robots.rules import RobotsRules
+from streamcrawl.schemas.records import OriginState, QueueEntry
+
+ROBOTS_SEQ = -1
+PAUSED_POLL = 1.0  # seconds between looks at an origin whose crawl is paused or unknown
+TURN = 8  # dispatches an origin makes before it yields its place to one waiting in the store
+DispatchKind = Literal["robots", "page", "deny", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One unit of work: fetch robots.txt, fetch a page, or end an entry without a request."""
+
+    kind: DispatchKind
+    origin: str
+    seq: int
+    entry: QueueEntry | None
+    rules: CrawlRules
+    robots: RobotsRules | None = None
+    after: float | None = None  # start of the origin's previous request (politeness metric)
+
+
+@dataclass
+class Slot:
+    """Per-origin politeness: requests in flight and when the last one started."""
+
+    in_flight: set[int] = field(default_factory=set)
+    # Fetched, outcome published but not yet applied by the frontier: skipped when choosing
+    # the next entry, but no longer holding a concurrency slot (see ``Scheduler.fetched``).
+    settling: set[int] = field(default_factory=set)
+    last_start: float = float("-inf")  # never started
+    ready_at: float = 0.0
+    hold_until: float = 0.0  # held back by the wiring (its report could not be published)
+    turns: int = 0  # requests started since the origin came into memory
+
+
+class Scheduler:
+    """Heap of origins by ready time, with per-origin concurrency and delay."""
+
+    def __init__(
+        self,
+        store: Store | Changes,
+        rules_for: Callable[[str], CrawlRules | None],
+        *,
+        max_origins: int | None = None,
+    ) -> None:
+        self.store = store
+        self.rules_for = rules_for
+        self.max_origins = max_origins  # None: every origin with work is in memory
+        self.overflow = False  # some origin with work is in the store only
+        self.spills = 0  # origins refused or sent back to the store, ever (see Refill)
+        self.slots: dict[str, Slot] = {}
+        self._states: dict[str, OriginState] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._tick = itertools.count()
+        self.settling = 0  # fetched, outcome not applied yet (all origins; see ``fetched``)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __contains__(self, origin: object) -> bool:
+        return origin in self._states
+
+    def in_flight(self) -> int:
+        return sum(len(s.in_flight) for s in self.slots.values())
+
+    def full(self) -> bool:
+        return self.max_origins is not None and len(self._states) >= self.max_origins
+
+    def track(self, state: OriginState, *, assumed_start: float | None = None) -> bool:
+        """(Re)index an origin after its state changed. ``assumed_start`` treats the origin as
+        having just been fetched (used when ownership moves here: wait one delay first).
+
+        False if the origin has work but no room in memory: it waits in the store
+        (``overflow``)."""
+        origin = state.origin
+        slot = self.slots.get(origin)
+        if state.head >= state.tail and (slot is None or not (slot.in_flight or slot.settling)):
+            self._states.pop(origin, None)
+            self.slots.pop(origin, None)
+            return True
+        if origin not in self._states and self.full():
+            self._spill()
+            return False
+        self._states[origin] = state
+        slot = self.slots.setdefault(origin, Slot())
+        if assumed_start is not None:
+            slot.last_start = max(slot.last_start, assumed_start)
+        self._push(origin, slot)
+        return True
+
+    def _spill(self) -> None:
+        self.overflow = True
+        self.spills += 1
+
+    def forget(self, origin: str) -> None:
+        """Drop an origin (its partition was revoked); in-flight work is the caller's to end."""
+        self._states.pop(origin, None)
+        slot = self.slots.pop(origin, None)
+        if slot is not None:
+            self.settling -= len(slot.settling)
+
+    def origins(self) -> list[str]:
+        return list(self._states)
+
+    def states(self) -> list[OriginState]:
+        """The states of the origins in memory (as last tracked)."""
+        return list(self._states.values())
+
+    def next_ready_at(self) -> float | None:
+        while self._heap:
+            ready_at, _, origin = self._heap[0]
+            slot = self.slots.get(origin)
+            if origin in self._states and slot is not None and slot.ready_at == ready_at:
+                return ready_at
+            heapq.heappop(self._heap)
+        return None
+
+    def take(self, now: float, limit: int) -> list[Dispatch]:
+        """Up to ``limit`` dispatches whose time has come, marking requests started at ``now``."""
+        out: list[Dispatch] = []
+        while self._heap and self._heap[0][0] <= now and len(out) < limit:
+            ready_at, _, origin = heapq.heappop(self._heap)
+            slot = self.slots.get(origin)
+            state = self._states.get(origin)
+            if slot is None or state is None or slot.ready_at != ready_at:
+                continue  # stale heap entry
+            dispatch = self._decide(origin, state, slot, now)
+            if dispatch is None:
+                continue  # nothing to do until a dispatch of this origin ends
+            if isinstance(dispatch, float):
+                slot.ready_at = dispatch  # look again then (paused crawl, robots.txt retry)
+                heapq.heappush(self._heap, (dispatch, next(self._tick), origin))
+                continue
+            if dispatch.kind in ("robots", "page"):
+                if slot.last_start > float("-inf"):
+                    dispatch = replace(dispatch, after=slot.last_start)
+                slot.last_start = now
+                slot.turns += 1
+            slot.in_flight.add(dispatch.seq)
+            out.append(dispatch)
+            self._push(origin, slot)
+        return out
+
+    def fetched(self, origin: str, seq: int, started_at: float) -> None:
+        """The request of a page dispatch ended and its outcome is on its way to the frontier.
+
+        The concurrency slot is free now (the delay still counts from the request's start), so
+        a wiring whose outcomes take a while to be applied (Kafka: a produce and a consume)
+        does not add that round trip to every origin's cycle. The entry stays skipped until
+        ``done``. Outcomes that change the origin's timing (backoff, robots.txt) must not be
+        reported here: their slot stays taken until ``done`` brings the new state.
+        """
+        slot = self.slots.get(origin)
+        if slot is not None and seq in slot.in_flight:
+            slot.in_flight.discard(seq)
+            slot.settling.add(seq)
+            self.settling += 1
+            # The request really started a little after its dispatch (event-loop latency):
+            # the delay counts from the real start, as the frontier's next_fetch_at does.
+            slot.last_start = max(slot.last_start, started_at)
+            if origin in self._states:
+                self._push(origin, slot)
+
+    def queued_besides(self, origin: str) -> bool:
+        """Whether ``origin`` has URLs queued besides those in flight or settling (as its
+        state was last tracked): its next request need not wait for their outcomes."""
+        state = self._states.get(origin)
+        slot = self.slots.get(origin)
+        if state is None or slot is None:
+            return False
+        pending = state.tail - state.head - len(state.done)  # done: ended, past the head
+        return pending > len(slot.in_flight) + len(slot.settling)
+
+    def unexpected(self, origin: str, seq: int) -> bool:
+        """Whether an outcome of ``seq`` is one this scheduler neither dispatched nor has seen
+        applied: a seq at or past the origin's head as last tracked, not in flight, not
+        settling. The wiring logs such an outcome (one published by a previous owner after
+        this one indexed the origin: a refetch of its URL may have started). Unknown origins
+        (not in memory) are never unexpected."""
+        state = self._states.get(origin)
+        slot = self.slots.get(origin)
+        if state is None or slot is None or seq < state.head:
+            return False
+        return seq not in slot.in_flight and seq not in slot.settling
+
+    def hold(self, origin: str, until: float) -> None:
+        """Start nothing for ``origin`` before ``until`` (kept in memory only: the wiring could
+        not publish, so nothing durable can say it)."""
+        slot = self.slots.get(origin)
+        if slot is not None:
+            slot.hold_until = max(slot.hold_until, until)
+            if origin in self._states:
+                self._push(origin, slot)
+
+    def done(self, origin: str, seq: int, state: OriginState | None) -> None:
+        """A dispatch ended; ``state`` is the origin's state after its outcome was applied."""
+        slot = self.slots.get(origin)
+        if slot is not None:
+            slot.in_flight.discard(seq)
+            if seq in slot.settling:
+                slot.settling.discard(seq)
+                self.settling -= 1
+        if state is not None:
+            self.track(state)
+            if slot is not None and self._yields(origin, slot):
+                self.forget(origin)
+                self._spill()
+        elif slot is not None and origin in self._states:
+            self._push(origin, slot)
+
+    def _yields(self, origin: str, slot: Slot) -> bool:
+        """Leave memory for an origin waiting in the store: its turn is over, nothing of it is
+        in flight, nothing holds it back (a hold lives in memory only)."""
+        return (
+            self.overflow
+            and origin in self._states
+            and slot.turns >= TURN
+            and not slot.in_flight
+            and not slot.settling
+            and slot.hold_until <= time.time()
+        )
+
+    def _push(self, origin: str, slot: Slot) -> None:
+        state = self._states[origin]
+        head = self._head_rules(state, slot)
+        delay = head.delay(state) if head is not None else 0.0
+        ready = max(
+            state.next_fetch_at, state.backoff_until, slot.last_start + delay, slot.hold_until
+        )
+        if slot.in_flight and ready < slot.last_start + delay:
+            ready = slot.last_start + delay
+        slot.ready_at = ready
+        heapq.heappush(self._heap, (ready, next(self._tick), origin))
+
+    def _head_rules(self, state: OriginState, slot: Slot) -> CrawlRules | None:
+        head = queued_entries(self.store, state, 1)
+        return self.rules_for(head[0][1].crawl_id) if head else None
+
+    def _decide(
+        self, origin: str, state: OriginState, slot: Slot, now: float
+    ) -> Dispatch | float | None:
+        """The next dispatch for a ready origin; a float: look again at that time; None: wait
+        for an in-flight dispatch of this origin to end."""
+        if ROBOTS_SEQ in slot.in_flight:
+            return None
+        entries = queued_entries(self.store, state, 1, skip=slot.in_flight | slot.settling)
+        if not entries:
+            return None
+        seq, entry = entries[0]
+        rules = self.rules_for(entry.crawl_id)
+        if rules is None or rules.policy.state == "paused":
+            return now + PAUSED_POLL  # the spec has not arrived yet, or the crawl is paused
+        if rules.policy.state == "stopped":
+            return Dispatch("cancel", origin, seq, entry, rules)
+        limit = rules.policy.per_origin_concurrency
+        if len(slot.in_flight) >= limit:
+            return None
+        if rules.robots_expired(state, now):
+            if slot.in_flight:
+                return None  # let in-flight pages finish before refreshing robots.txt
+            return Dispatch("robots", origin, ROBOTS_SEQ, None, rules)
+        if robots_unusable(state, rules):
+            return max(state.robots_expires, now)  # robots.txt failed: wait for its retry
+        robots = rules.robots(state)
+        if robots is not None and not robots.allowed(entry.url, rules.policy.user_agent):
+            return Dispatch("deny", origin, seq, entry, rules)
+        return Dispatch("page", origin, seq, entry, rules, robots)

@@ -1,0 +1,453 @@
+"""The fetch stage: one HTTP GET with timeouts, a size cap, and redirects followed by hand.
+
+``fetch`` is the only I/O of a page fetch. Its contract:
+
+- It returns a ``FetchResult`` for 2xx and for 3xx it does not follow, and when it stops early
+  (``stopped``: ``"too_large"``, ``"skipped_content_type"``, or the state ``hop_check`` returned).
+- It raises ``AddressBlocked`` when the SSRF guard of the session (``make_session``) refuses
+  every address of the host, before any connection is opened.
+- It raises ``FetchRetryable`` for timeouts, resets, refused connections, DNS failures, 408, 429
+  and 5xx (with ``retry_after`` from Retry-After), and ``FetchPermanent`` for other 4xx, redirect
+  loops, too many redirects, bad redirect targets, undecodable content encodings and responses
+  aiohttp cannot parse (``bad_response``: e.g. a header line over ``MAX_HEADER_FIELD``).
+- ``policy.timeout`` is a deadline for each request as a whole (aiohttp's ``total``: connect,
+  headers and body), not only between two reads: a server that drips one byte a second ends
+  in a timeout.
+- No other exception escapes, except what ``hop_check`` itself raises (a caller bug must not
+  pass for a network error) and ``asyncio.CancelledError``.
+
+Bodies are read raw (``auto_decompress=False``) and decoded here, so that the cap applies to the
+DECODED size and a decompression bomb costs at most ``max_body`` bytes of memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Final
+from urllib.parse import urlsplit
+
+import aiohttp
+import msgspec
+
+from streamcrawl.agents.content.charset import BodyTooLarge, Decoder, decode_html
+from streamcrawl.agents.errors import (
+    ErrorClass,
+    FetchError,
+    FetchPermanent,
+    FetchRetryable,
+    InvalidURL,
+)
+from streamcrawl.agents.net.guard import AddressGuard, GuardedConnector, blocked_error
+from streamcrawl.agents.urls.canonical import resolve
+from streamcrawl.schemas.records import CrawlPolicy
+
+log = logging.getLogger(__name__)
+
+REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
+ACCEPT: Final = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
+# No zstd: the zstandard decompressobj has no output limit, so it is not bomb-safe.
+ACCEPT_ENCODING: Final = "gzip, deflate, br"
+READ_CHUNK: Final = 64 * 1024
+# Real sites send cookies and CSP headers longer than aiohttp's 8 KiB default.
+MAX_HEADER_FIELD: Final = 32 * 1024
+# Where we sniff a body that came without a Content-Type (WHATWG MIME sniffing reads 512 bytes).
+_SNIFF_BYTES: Final = 512
+_HTML_SIGNATURES: Final = (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<meta")
+_TEXT_TYPES: Final = ("text/", "application/xhtml+xml", "application/xml")
+
+_ERROR_CHARS: Final = 500  # an exception's repr can hold a whole response header
+
+HopCheck = Callable[[str], str | None]
+"""Receives the ABSOLUTE redirect target; returns None to follow it, or a terminal state."""
+
+
+class FetchResult(msgspec.Struct, kw_only=True):
+    """The outcome of one fetch that did not raise."""
+
+    url: str  # the requested URL
+    final_url: str  # the URL whose response this is, after followed redirects
+    status: int
+    headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
+    content_type: str | None  # media type only, lower-case
+    charset: str | None  # the codec ``text`` was decoded with
+    body: bytes  # decoded content; empty when not read
+    text: str | None  # decoded text, for text/HTML/XML media types
+    started_at: float  # epoch seconds
+    elapsed_ms: float
+    # When the LAST request's headers were on the wire (epoch seconds, observed just after the
+    # write): politeness counts the next request's delay from here, not from when this fetch
+    # was dispatched, which a busy event loop can put well before the actual send.
+    sent_at: float = 0.0
+    redirects: tuple[str, ...] = ()  # redirect targets followed, in order
+    stopped: str | None = None  # "too_large", "skipped_content_type", or a hop_check state
+    redirect_target: str | None = None  # absolute target of a redirect that was not followed
+
+
+class SentAt:
+    """Per-request trace context (``trace_request_ctx``) of a session from ``make_session``:
+    ``at`` is when the request headers were written (epoch seconds; 0.0: not sent), never
+    earlier: politeness counts from it."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def stamp(self) -> None:
+        self.at = time.time()
+
+
+async def _mark_sent(
+    _session: aiohttp.ClientSession,
+    ctx: object,
+    _params: aiohttp.TraceRequestHeadersSentParams,
+) -> None:
+    sent = getattr(ctx, "trace_request_ctx", None)
+    if isinstance(sent, SentAt):
+        sent.stamp()
+        # aiohttp (3.14) calls this hook just before it writes the request, and the write
+        # follows in the same step of the task: a callback scheduled now runs after the bytes
+        # were handed to the socket. Stamped in the hook alone, a request preempted before its
+        # write started the next one's delay early: the server's kernel saw 0.099 s between
+        # two requests at a 0.1 s delay (tests/integration/test_topology_faults.py).
+        asyncio.get_running_loop().call_soon(sent.stamp)
+
+
+class _HopCheckFailed(Exception):
+    """Carries an exception raised by the caller's hop_check past our error mapping."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def client_timeout(policy: CrawlPolicy) -> aiohttp.ClientTimeout:
+    """Per-request timeouts from the policy: total, connect, and between two reads."""
+    return aiohttp.ClientTimeout(
+        total=policy.timeout, sock_connect=policy.connect_timeout, sock_read=policy.timeout
+    )
+
+
+def request_headers(policy: CrawlPolicy) -> dict[str, str]:
+    """Headers sent with every crawl request."""
+    return {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
+
+
+def make_session(
+    policy: CrawlPolicy,
+    *,
+    guard: AddressGuard,
+    limit: int = 100,
+    resolver: aiohttp.abc.AbstractResolver | None = None,
+) -> aiohttp.ClientSession:
+    """One pooled session for a worker: no cookies, no proxy env, no automatic decompression,
+    and every connection checked by ``guard`` (the SSRF guard, ``agents/net/guard.py``).
+
+    ``resolver`` replaces aiohttp's DNS resolver (tests answer internal addresses with one).
+
+    Call it inside a running event loop; close it with ``await session.close()``.
+    ``enable_cleanup_closed`` is not set: aiohttp 3.14 ignores it (with a warning) on every Python
+    except 3.13.0, whose SSL transport leak it works around.
+    """
+    connector = GuardedConnector(
+        guard, limit=limit, limit_per_host=0, ttl_dns_cache=300, resolver=resolver
+    )
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_mark_sent)
+    return aiohttp.ClientSession(
+        trace_configs=[trace],
+        connector=connector,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        auto_decompress=False,
+        trust_env=False,
+        timeout=client_timeout(policy),
+        headers={"User-Agent": policy.user_agent},
+        max_line_size=MAX_HEADER_FIELD,
+        max_field_size=MAX_HEADER_FIELD,
+    )
+
+
+def parse_content_type(value: str | None) -> tuple[str | None, str | None]:
+    """``"Text/HTML; charset=UTF-8"`` -> ``("text/html", "UTF-8")``; missing parts are None."""
+    if not value:
+        return None, None
+    media, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = val.strip().strip("\"'") or None
+    return media.strip().lower() or None, charset
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After value: delta-seconds or an HTTP-date; None if invalid."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; obsolete formats may lack a zone
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def join_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Lower-case header names; values of repeated headers (a multidict) joined with ", "."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
+
+
+def looks_like_html(prefix: bytes) -> bool:
+    """WHATWG-style sniff: does the body start (after whitespace/BOM) with an HTML tag?"""
+    head = prefix[:_SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n\x0c").lower()
+    return head.startswith(_HTML_SIGNATURES) or head.startswith(b"<!--")
+
+
+async def read_body(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool = False) -> bytes:
+    """Read and decode ``resp``'s body; ``BodyTooLarge`` once raw or decoded size passes ``cap``.
+
+    With ``truncate`` (the robots fetch) the first ``cap`` decoded bytes are returned instead
+    and the rest is not downloaded.
+    """
+    decoder = Decoder(resp.headers.get("Content-Encoding"), cap, truncate=truncate)
+    parts: list[bytes] = []
+    raw = 0
+    async for chunk in resp.content.iter_chunked(READ_CHUNK):
+        raw += len(chunk)
+        if raw > cap and not truncate:
+            raise BodyTooLarge
+        parts.append(decoder.feed(chunk))
+        if decoder.full:
+            resp.close()  # the rest is of no use: do not download it
+            return b"".join(parts)
+    parts.append(decoder.flush())
+    return b"".join(parts)
+
+
+def _resolve(base: str, location: str) -> str:
+    """The absolute http(s) target of a Location header, without its fragment, resolved as a
+    browser resolves it (the WHATWG URL parser, as links are: ``canonical.resolve``)."""
+    try:
+        target = resolve(location, base).partition("#")[0]
+        parts = urlsplit(target)
+    except (InvalidURL, ValueError) as exc:
+        raise FetchPermanent(
+            f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT
+        ) from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FetchPermanent(f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT)
+    return target
+
+
+_RETRYABLE_STATUS = {408: ErrorClass.HTTP_408, 429: ErrorClass.HTTP_429}
+
+
+def _raise_for_status(resp: aiohttp.ClientResponse, url: str) -> None:
+    status = resp.status
+    if status == 408 or status == 429 or 500 <= status <= 599:
+        retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+        raise FetchRetryable(
+            f"HTTP {status} from {url}; retry later",
+            error_class=_RETRYABLE_STATUS.get(status, ErrorClass.HTTP_5XX),
+            status=status,
+            retry_after=retry_after,
+        )
+    if 400 <= status <= 499:
+        raise FetchPermanent(
+            f"HTTP {status} from {url}", error_class=ErrorClass.HTTP_4XX, status=status
+        )
+
+
+def _error_class(exc: BaseException) -> ErrorClass:
+    if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError family
+        return ErrorClass.TIMEOUT
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return ErrorClass.DNS
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ErrorClass.CONNECT
+    if isinstance(exc, aiohttp.ServerDisconnectedError | ConnectionResetError):
+        return ErrorClass.RESET
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return ErrorClass.PAYLOAD
+    return ErrorClass.NETWORK
+
+
+async def fetch(
+    session: aiohttp.ClientSession,
+    url: str,
+    policy: CrawlPolicy,
+    *,
+    hop_check: HopCheck,
+    hop_delay: float = 0.0,
+) -> FetchResult:
+    """GET ``url`` under ``policy``; see the module docstring for what is returned or raised.
+
+    Each redirect target is resolved against the current URL and passed to ``hop_check``; a
+    target already visited in this fetch raises ``redirect_loop``, more than
+    ``policy.max_redirects`` hops raise ``too_many_redirects``. A followed hop (always to the
+    same origin: the caller's ``hop_check`` stops cross-origin ones) is sent ``hop_delay``
+    seconds after the previous request, as politeness asks of any two requests to an origin.
+    """
+    started_at = time.time()
+    t0 = time.perf_counter()
+    try:
+        return await _fetch(session, url, policy, hop_check, started_at, t0, hop_delay)
+    except FetchError:
+        raise
+    except _HopCheckFailed as exc:
+        raise exc.error from None
+    except aiohttp.ClientResponseError as exc:
+        # Only raised here for a response aiohttp could not parse (a 64 KiB header line,
+        # a bad status line): the server will send it again, so retrying is of no use.
+        raise FetchPermanent(
+            f"malformed response from {url}: {exc.message}"[:_ERROR_CHARS],
+            error_class=ErrorClass.BAD_RESPONSE,
+        ) from exc
+    except Exception as exc:
+        blocked = blocked_error(exc)
+        if blocked is not None:
+            raise blocked from exc
+        error_class = _error_class(exc)
+        log.debug("fetch %s failed: %s (%r)", url, error_class, exc)
+        raise FetchRetryable(
+            f"{error_class} fetching {url}: {exc!r}"[:_ERROR_CHARS], error_class=error_class
+        ) from exc
+
+
+async def _fetch(
+    session: aiohttp.ClientSession,
+    url: str,
+    policy: CrawlPolicy,
+    hop_check: HopCheck,
+    started_at: float,
+    t0: float,
+    hop_delay: float,
+) -> FetchResult:
+    current = url
+    sent = SentAt()
+    hops: list[str] = []
+    visited = {url.partition("#")[0]}
+    headers = request_headers(policy)
+    timeout = client_timeout(policy)
+
+    def result(
+        resp: aiohttp.ClientResponse,
+        *,
+        content_type: str | None = None,
+        charset: str | None = None,
+        body: bytes = b"",
+        text: str | None = None,
+        stopped: str | None = None,
+        redirect_target: str | None = None,
+    ) -> FetchResult:
+        return FetchResult(
+            url=url,
+            final_url=current,
+            status=resp.status,
+            headers=join_headers(resp.headers),
+            content_type=content_type,
+            charset=charset,
+            body=body,
+            text=text,
+            started_at=started_at,
+            elapsed_ms=(time.perf_counter() - t0) * 1000.0,
+            sent_at=sent.at or started_at,
+            redirects=tuple(hops),
+            stopped=stopped,
+            redirect_target=redirect_target,
+        )
+
+    while True:
+        if hops and hop_delay > 0:
+            wait = sent.at + hop_delay - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        async with session.get(
+            current,
+            headers=headers,
+            allow_redirects=False,
+            timeout=timeout,
+            trace_request_ctx=sent,
+        ) as resp:
+            location = resp.headers.get("Location")
+            if resp.status in REDIRECT_STATUSES and location:
+                target = _resolve(current, location)
+                if target in visited:
+                    raise FetchPermanent(
+                        f"redirect loop at {target}",
+                        error_class=ErrorClass.REDIRECT_LOOP,
+                        status=resp.status,
+                    )
+                if len(hops) >= policy.max_redirects:
+                    raise FetchPermanent(
+                        f"more than {policy.max_redirects} redirects from {url}",
+                        error_class=ErrorClass.TOO_MANY_REDIRECTS,
+                        status=resp.status,
+                    )
+                try:
+                    stop = hop_check(target)
+                except Exception as exc:
+                    raise _HopCheckFailed(exc) from exc
+                if stop is not None:
+                    resp.close()
+                    return result(resp, stopped=stop, redirect_target=target)
+                hops.append(target)
+                visited.add(target)
+                current = target
+                continue
+            _raise_for_status(resp, current)
+            return await _read_result(resp, policy, result)
+
+
+async def _read_result(
+    resp: aiohttp.ClientResponse,
+    policy: CrawlPolicy,
+    result: Callable[..., FetchResult],
+) -> FetchResult:
+    """Apply the content-type filter and the size cap, then read, decode and wrap the body."""
+    if resp.status >= 300:  # a redirect without Location, 300, 304: nothing worth reading
+        resp.close()
+        return result(resp)
+    media_type, header_charset = parse_content_type(resp.headers.get("Content-Type"))
+    if media_type is not None and media_type not in policy.content_types:
+        resp.close()  # drop the connection instead of downloading what we will not use
+        return result(resp, content_type=media_type, stopped="skipped_content_type")
+    if resp.content_length is not None and resp.content_length > policy.max_body:
+        resp.close()
+        return result(resp, content_type=media_type, stopped="too_large")
+    try:
+        body = await read_body(resp, policy.max_body)
+    except BodyTooLarge:
+        resp.close()
+        return result(resp, content_type=media_type, stopped="too_large")
+    if media_type is None:
+        # No Content-Type: keep it only if it sniffs as HTML (what a browser would render).
+        if not looks_like_html(body):
+            return result(resp, stopped="skipped_content_type")
+        media_type = "text/html"
+    text = charset = None
+    if media_type.startswith(_TEXT_TYPES) or media_type.endswith("+xml"):
+        text, charset = await _decode(body, header_charset)
+    return result(resp, content_type=media_type, charset=charset, body=body, text=text)
+
+
+# Decoding a multi-megabyte body takes milliseconds; off the loop it cannot stall other fetches.
+_DECODE_IN_THREAD: Final = 512 * 1024
+
+
+async def _decode(body: bytes, header_charset: str | None) -> tuple[str, str]:
+    if len(body) < _DECODE_IN_THREAD:
+        return decode_html(body, header_charset)
+    return await asyncio.to_thread(decode_html, body, header_charset)

@@ -1,0 +1,373 @@
+"""Carry out one dispatch: fetch robots.txt or a page, parse it, and report what happened.
+
+The report holds everything the wiring must publish: the ``Outcome`` for the frontier, the
+``Page`` for the sinks, and ONE ``FrontierBatch`` per target origin of the discovered links.
+No state is written here; the embedded runner applies reports directly, the Kafka scheduler
+sends them to topics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from streamcrawl.agents.content.link_header import page_rels
+from streamcrawl.agents.content.listings import (
+    LISTING_STATES,
+    Found,
+    group,
+    listed,
+    listing_policy,
+    merge,
+    robots_sitemaps,
+)
+from streamcrawl.agents.content.outlinks import page_links
+from streamcrawl.agents.content.parse import Link, parse_html
+from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
+from streamcrawl.agents.frontier.scheduler import Dispatch
+from streamcrawl.agents.net.fetch import FetchResult, SentAt, fetch
+from streamcrawl.agents.net.guard import AddressBlocked
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.robots.rules import fetch_robots, robots_url, x_robots_tag
+from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR_CHARS = 500  # an exception message can be anything: keep the error a line
+SeenCheck = Callable[[str, str], bool]  # (crawl id, canonical URL) -> already seen?
+
+
+async def wait_first(
+    tasks: Iterable[asyncio.Future[Any]], wake: asyncio.Event, timeout: float | None
+) -> set[asyncio.Future[Any]]:
+    """Wait until one of ``tasks`` ends, ``wake`` is set or ``timeout`` passes (``None``: no
+    limit); returns the tasks that are done. The embedded dispatch loop sleeps here."""
+    waiter = asyncio.ensure_future(wake.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {*tasks, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        waiter.cancel()
+    done.discard(waiter)
+    return done
+
+
+@dataclass
+class Report:
+    """The result of one dispatch."""
+
+    outcome: Outcome
+    page: Page | None = None
+    batches: list[FrontierBatch] = field(default_factory=list)
+    # The stage raised (a bug, or input no stage expected): the outcome is an ``internal``
+    # retry; the wirings count it (``streamcrawl_pipeline_stage_failures``).
+    failed: bool = False
+
+
+class Stages:
+    """The fetch-and-parse stage, bound to one HTTP session and a read-only seen lookup."""
+
+    def __init__(self, session: aiohttp.ClientSession, seen: SeenCheck) -> None:
+        self.session = session
+        self.seen = seen
+
+    async def run(self, d: Dispatch) -> Report:
+        """Never raises (except ``CancelledError``): errors become outcomes.
+
+        An unexpected exception inside a stage becomes a ``retry`` outcome with an
+        ``internal: ...`` error, so the frontier retries the URL up to ``retries`` times and
+        then ends it ``failed``, instead of leaving it at its queue head to be dispatched again
+        forever. The traceback is logged on the entry's first attempt only.
+        """
+        started = time.time()
+        try:
+            return await self._run(d)
+        except Exception as exc:
+            return self._internal(d, exc, started)
+
+    async def _run(self, d: Dispatch) -> Report:
+        if d.kind == "robots":
+            return await self._robots(d)
+        assert d.entry is not None
+        if d.kind == "deny":
+            return Report(self._outcome(d, TerminalState.ROBOTS_DENIED, started=0.0))
+        if d.kind == "cancel":
+            return Report(
+                self._outcome(d, TerminalState.CANCELLED, started=0.0, error="crawl stopped")
+            )
+        return await self._page(d)
+
+    def _internal(self, d: Dispatch, exc: Exception, started: float) -> Report:
+        what = d.entry.url if d.entry is not None else robots_url(d.origin)
+        error = f"internal: {type(exc).__name__}: {exc}"[:INTERNAL_ERROR_CHARS]
+        if d.entry is None or d.entry.attempts == 0:
+            log.exception("stage failed on %s", what, extra={"origin": d.origin})
+        else:
+            log.warning("stage failed again on %s: %s", what, error, extra={"origin": d.origin})
+        if d.kind == "robots":  # an unreachable robots.txt: retried, then the origin is denied
+            outcome = Outcome(
+                crawl_id=d.rules.policy.crawl_id,
+                origin=d.origin,
+                kind="robots",
+                seq=d.seq,
+                url=what,
+                state="retry",
+                error=error,
+                started_at=started,
+                finished_at=time.time(),
+            )
+        else:
+            outcome = self._outcome(d, "retry", started=started, error=error)
+        return Report(outcome, failed=True)
+
+    async def _robots(self, d: Dispatch) -> Report:
+        sent = SentAt()
+        dispatched = time.time()
+        status, body = await fetch_robots(self.session, d.origin, d.rules.policy, sent)
+        outcome = Outcome(
+            crawl_id=d.rules.policy.crawl_id,
+            origin=d.origin,
+            kind="robots",
+            seq=d.seq,
+            url=robots_url(d.origin),
+            state=TerminalState.FETCHED,
+            status=status,
+            # The origin's delay counts from when the request was on the wire (as for pages).
+            started_at=sent.at or dispatched,
+            finished_at=time.time(),
+            robots_status=status,
+            robots_body=body,
+        )
+        crawl_id = d.rules.policy.crawl_id
+        return Report(outcome, batches=robots_sitemaps(d.rules, crawl_id, d.origin, status, body))
+
+    async def _page(self, d: Dispatch) -> Report:
+        entry, rules = d.entry, d.rules
+        assert entry is not None
+        redirect_target: list[str] = []
+
+        def hop_check(target: str) -> str | None:
+            canon = rules.canonicalizer.try_canonicalize(target)
+            if canon is None:
+                return TerminalState.OUT_OF_SCOPE
+            if canon.origin != d.origin:
+                redirect_target.append(canon.url)
+                return TerminalState.REDIRECTED
+            if rules.scope.check(canon.url, entry.depth) is not None:
+                return TerminalState.OUT_OF_SCOPE
+            if d.robots is not None and not d.robots.allowed(canon.url, rules.policy.user_agent):
+                return TerminalState.ROBOTS_DENIED
+            if canon.url != entry.url and self.seen(entry.crawl_id, canon.url):
+                return TerminalState.DUPLICATE
+            return None
+
+        started = time.time()
+        try:
+            result = await fetch(
+                self.session,
+                entry.url,
+                rules.policy if entry.kind == "page" else listing_policy(rules.policy),
+                hop_check=hop_check,
+                hop_delay=d.rules.delay_for(d.robots),
+            )
+        except AddressBlocked as exc:
+            # No request left this process: the attempt is not counted (started_at 0).
+            return Report(
+                self._outcome(d, TerminalState.BLOCKED, started=0.0, error=f"blocked: {exc}")
+            )
+        except FetchRetryable as exc:
+            return Report(
+                self._outcome(
+                    d,
+                    "retry",
+                    started=started,
+                    status=exc.status,
+                    error=f"{exc.error_class}: {exc}",
+                    retry_after=exc.retry_after,
+                    backoff=True,
+                )
+            )
+        except FetchPermanent as exc:
+            return Report(
+                self._outcome(
+                    d,
+                    TerminalState.FAILED,
+                    started=started,
+                    status=exc.status,
+                    error=f"{exc.error_class}: {exc}",
+                )
+            )
+        final = rules.canonicalizer.try_canonicalize(result.final_url)
+        final_url = final.url if final is not None else entry.url
+        if result.stopped is not None:
+            report = Report(
+                self._outcome(
+                    d,
+                    result.stopped,
+                    started=result.sent_at,
+                    status=result.status,
+                    final_url=final_url,
+                )
+            )
+            if redirect_target:
+                report.batches.append(
+                    FrontierBatch(
+                        crawl_id=entry.crawl_id,
+                        origin=rules.canonicalizer.canonicalize(redirect_target[0]).origin,
+                        urls=(
+                            UrlRef(
+                                redirect_target[0],
+                                entry.depth,
+                                entry.url,
+                                entry.kind,
+                                entry.lastmod,
+                            ),
+                        ),
+                    )
+                )
+            return report
+        if entry.kind != "page":  # a sitemap or a feed: its URLs, no page record
+            batches = listed(rules, entry, result.body, result.final_url)
+            state = LISTING_STATES[entry.kind]
+            started_at, status = result.sent_at, result.status
+            outcome = self._outcome(
+                d, state, started=started_at, status=status, final_url=final_url
+            )
+            return Report(outcome, batches=merge(batches))
+        return self._parsed(d, result, final_url)
+
+    def _parsed(self, d: Dispatch, result: FetchResult, final_url: str) -> Report:
+        entry, rules = d.entry, d.rules
+        assert entry is not None
+        policy = rules.policy
+        directives: frozenset[str] = frozenset()
+        if policy.honor_x_robots_tag:
+            directives = x_robots_tag(result.headers, policy.user_agent)
+        title = None
+        links: list[str] = []
+        html_links: list[Link] = []  # every link of the HTML, for the page record
+        feeds: tuple[str, ...] = ()
+        header = page_rels(result.headers, result.final_url)
+        canonical, base = header.canonical, result.final_url
+        if result.text is not None:
+            parsed = parse_html(result.text, result.final_url, product_token=rules.token)
+            title, base = parsed.title, parsed.base
+            canonical = parsed.canonical or canonical
+            directives = directives | parsed.meta_robots
+            html_links = parsed.links
+            links = [
+                link.href for link in parsed.links if not (link.nofollow and policy.honor_nofollow)
+            ]
+            feeds = parsed.feeds if policy.feeds else ()
+        if not (policy.honor_nofollow and "nofollow" in directives):
+            links.extend(header.follow)
+        else:
+            links, feeds = [], ()
+        # Recorded resolved and canonicalized (http(s) only): the page's own choice of crawl key.
+        canon = rules.canonicalizer.try_canonicalize(canonical, base) if canonical else None
+        canonical = canon.url if canon is not None else None
+        if policy.follow_canonical and canonical is not None and canonical != final_url:
+            links, feeds = [canonical], ()  # the canonical is crawled instead of these links
+        noindex = policy.honor_noindex and "noindex" in directives
+        listed = page_links(html_links, header.follow, rules, base, entry.depth)
+        batches = self._group(entry.crawl_id, rules, links, base, final_url, entry.depth + 1)
+        outlinks = sum(len(b.urls) for b in batches)
+        if feeds:
+            found = [Found(href, "feed") for href in feeds]
+            batches = merge(
+                batches + group(rules, entry.crawl_id, found, base, final_url, entry.depth + 1)
+            )
+        page = Page(
+            crawl_id=entry.crawl_id,
+            url=entry.url,
+            final_url=final_url,
+            origin=d.origin,
+            status=result.status,
+            headers=result.headers,
+            content_type=result.content_type,
+            charset=result.charset,
+            title=title,
+            depth=entry.depth,
+            fetched_at=result.started_at,
+            elapsed_ms=result.elapsed_ms,
+            body_sha256=hashlib.sha256(result.body).hexdigest(),
+            body_bytes=len(result.body),
+            outlinks=outlinks,
+            canonical=canonical,
+            noindex=noindex,
+            redirects=result.redirects,
+            links=listed.links,
+            links_total=listed.total,
+            links_truncated=listed.truncated,
+            # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
+            body=result.text if policy.wants_bodies() and not noindex else None,
+        )
+        outcome = self._outcome(
+            d,
+            TerminalState.FETCHED,
+            started=result.sent_at,
+            status=result.status,
+            final_url=final_url,
+        )
+        return Report(outcome, page, batches)
+
+    @staticmethod
+    def _group(
+        crawl_id: str, rules: CrawlRules, hrefs: list[str], base: str, parent: str, depth: int
+    ) -> list[FrontierBatch]:
+        """Canonicalize links and group them into one batch per target origin.
+
+        Links deeper than ``max_depth`` are not sent at all: they are never admitted, so they
+        need no terminal state, and they would only cost messages.
+        """
+        max_depth = rules.policy.max_depth
+        if not hrefs or (max_depth is not None and depth > max_depth):
+            return []
+        by_origin: dict[str, list[UrlRef]] = {}
+        for canon in rules.canonicalizer.links(hrefs, base):
+            if canon.url != parent:
+                by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, depth, parent))
+        return [
+            FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
+            for origin, refs in by_origin.items()
+        ]
+
+    @staticmethod
+    def _outcome(
+        d: Dispatch,
+        state: str,
+        *,
+        started: float,
+        status: int | None = None,
+        error: str | None = None,
+        retry_after: float | None = None,
+        backoff: bool = False,
+        final_url: str | None = None,
+    ) -> Outcome:
+        assert d.entry is not None
+        return Outcome(
+            crawl_id=d.entry.crawl_id,
+            origin=d.origin,
+            kind="page",
+            seq=d.seq,
+            url=d.entry.url,
+            state=str(state),
+            depth=d.entry.depth,
+            attempts=d.entry.attempts + 1,
+            status=status,
+            error=error,
+            retry_after=retry_after,
+            backoff=backoff,
+            started_at=started,
+            finished_at=time.time(),
+            final_url=final_url,
+            lastmod=d.entry.lastmod,
+        )

@@ -1,0 +1,2 @@
+"""One crawl's compiled rules: its policy with the canonicalizer, scope and robots cache it
+implies."""

@@ -1,0 +1,76 @@
+"""One crawl's compiled rules: the policy plus its canonicalizer, scope and robots cache.
+
+Built once per crawl id (not per URL) so that regexes, options and parsed robots.txt files are
+reused; both wirings keep one ``CrawlRules`` per crawl they serve.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from streamcrawl.agents.robots.rules import RobotsRules, product_token
+from streamcrawl.agents.urls.canonical import Canonicalizer, CanonicalOptions
+from streamcrawl.agents.urls.scope import Scope
+from streamcrawl.schemas.records import CrawlPolicy, OriginState
+
+
+@dataclass
+class CrawlRules:
+    """Compiled, reusable view of a ``CrawlPolicy``."""
+
+    policy: CrawlPolicy
+    canonicalizer: Canonicalizer
+    scope: Scope
+    token: str
+    _robots: OrderedDict[str, tuple[float, int | None, RobotsRules]] = field(
+        default_factory=OrderedDict
+    )
+    robots_cache_size: int = 4096
+
+    @classmethod
+    def from_policy(cls, policy: CrawlPolicy) -> CrawlRules:
+        return cls(
+            policy=policy,
+            canonicalizer=Canonicalizer(CanonicalOptions.from_policy(policy)),
+            scope=Scope.from_policy(policy),
+            token=product_token(policy.user_agent),
+        )
+
+    def robots(self, state: OriginState) -> RobotsRules | None:
+        """The parsed robots.txt cached in ``state``; ``None`` when it must be (re)fetched.
+
+        With ``obey_robots`` off every origin gets allow-all rules without a fetch.
+        """
+        if not self.policy.obey_robots:
+            return _ALLOW_ALL
+        if state.robots_expires <= 0:
+            return None
+        cached = self._robots.get(state.origin)
+        if cached is not None and cached[0] == state.robots_expires:
+            self._robots.move_to_end(state.origin)
+            return cached[2]
+        rules = RobotsRules.from_response(state.robots_status, state.robots_body)
+        self._robots[state.origin] = (state.robots_expires, state.robots_status, rules)
+        if len(self._robots) > self.robots_cache_size:
+            self._robots.popitem(last=False)
+        return rules
+
+    def robots_expired(self, state: OriginState, now: float) -> bool:
+        return self.policy.obey_robots and state.robots_expires <= now
+
+    def delay(self, state: OriginState) -> float:
+        """Gap between request starts for the origin of ``state``."""
+        return self.delay_for(self.robots(state) if self.policy.obey_robots else None)
+
+    def delay_for(self, robots: RobotsRules | None) -> float:
+        """max(policy delay, robots.txt Crawl-delay capped by ``max_crawl_delay``)."""
+        delay = self.policy.delay
+        if robots is not None:
+            crawl_delay = robots.crawl_delay(self.policy.user_agent)
+            if crawl_delay:
+                delay = max(delay, min(crawl_delay, self.policy.max_crawl_delay))
+        return delay
+
+
+_ALLOW_ALL = RobotsRules.from_response(404, None)

@@ -1,0 +1,132 @@
+"""Terminal-state counts per partition: kept by the frontier agent, read by ``status``.
+
+The frontier agent adds the terminal states each event ends to its partition's
+``PartitionCounts`` (one ``META`` key in its table, written in the event's own state change)
+and publishes the whole record to ``<prefix>.counts`` (compacted), to the partition of the same
+number, with the event's offset commit. The last message of each ``counts`` partition is then
+that partition's complete count, so ``status`` reads one message per partition: O(partitions),
+not O(URLs).
+
+Replay-safe: the record keeps the offset of the last event it counted per input topic; a
+replayed event (offset not above it) counts nothing and only re-sends the record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from functools import cache
+
+import msgspec
+
+from streamcrawl.agents.frontier.frontier import admitted_count
+from streamcrawl.agents.frontier.store import META, Changes
+from streamcrawl.agents.stream.tables import partition_for
+from streamcrawl.schemas.records import TerminalState, UrlStatus
+
+COUNTS_VERSION = 1
+
+
+class CrawlCounts(msgspec.Struct, kw_only=True):
+    """One crawl's URLs per terminal state in one partition, and its fetch time span.
+
+    ``admitted``: URLs the partition queued for the crawl (its page budget share), kept here so
+    that a batch writes one counter key, not two; ``None`` in a record written before it was
+    (the count is then the previous layout's own ``META`` key, ``frontier.admitted_key``).
+    """
+
+    states: dict[str, int] = {}
+    first_fetched_at: float | None = None
+    last_fetched_at: float | None = None
+    admitted: int | None = None
+
+
+class PartitionCounts(msgspec.Struct, kw_only=True):
+    """The value of one ``counts`` message: every crawl's counts in one frontier partition."""
+
+    v: int = COUNTS_VERSION
+    partition: int
+    offsets: dict[str, int] = {}  # input topic -> offset of the last event counted
+    crawls: dict[str, CrawlCounts] = {}
+    updated_at: float = 0.0
+
+
+_encode = msgspec.json.Encoder().encode
+_decoder = msgspec.json.Decoder(PartitionCounts)
+
+
+def counts_key(partition: int) -> bytes:
+    """The table key of one partition's counts (``META`` rides in the ``origins`` table)."""
+    return META + b"counts\x00" + str(partition).encode()
+
+
+@cache
+def message_key(partition: int, partitions: int) -> bytes:
+    """A key that murmur2 sends to ``partition`` of ``partitions``: the agent's publisher
+    partitions by key, and ``counts`` partition p must hold frontier partition p's record."""
+    i = 0
+    while partition_for(f"counts-{partition}-{i}", partitions) != partition:
+        i += 1
+    return f"counts-{partition}-{i}".encode()
+
+
+def decode_counts(value: bytes) -> PartitionCounts:
+    """Raises ``msgspec.DecodeError`` / ``ValidationError`` for a bad message."""
+    return _decoder.decode(value)
+
+
+def _record(ch: Changes, partition: int) -> PartitionCounts:
+    raw = ch.get(counts_key(partition))
+    return decode_counts(raw) if raw is not None else PartitionCounts(partition=partition)
+
+
+def admitted(ch: Changes, partition: int, crawl_id: str) -> int:
+    """URLs ``partition`` has queued for ``crawl_id`` (see ``CrawlCounts.admitted``)."""
+    crawl = _record(ch, partition).crawls.get(crawl_id)
+    if crawl is not None and crawl.admitted is not None:
+        return crawl.admitted
+    return admitted_count(ch, crawl_id)  # a changelog of the previous layout, or none yet
+
+
+def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int) -> None:
+    """Count ``queued`` more URLs queued for ``crawl_id`` by ``partition``.
+
+    Replay-safe without an offset: a replayed event queues nothing again (its URLs are seen),
+    except when the crash lost its origin's record, and then this key too (written after it,
+    ``kafka_state``)."""
+    if not queued:
+        return
+    before = admitted(ch, partition, crawl_id)
+    record = _record(ch, partition)
+    record.crawls.setdefault(crawl_id, CrawlCounts()).admitted = before + queued
+    ch.put(counts_key(partition), _encode(record))
+
+
+def count(
+    ch: Changes, topic: str, partition: int, offset: int, statuses: Iterable[UrlStatus]
+) -> bytes | None:
+    """Add the event's terminal ``statuses`` to its partition's counts in ``ch``.
+
+    Returns the record to publish, or None when the event ended no URL. A replayed event
+    (``offset`` already counted for ``topic``) changes nothing; its record is returned again.
+    """
+    statuses = list(statuses)
+    if not statuses:
+        return None
+    raw = ch.get(counts_key(partition))
+    record = decode_counts(raw) if raw is not None else PartitionCounts(partition=partition)
+    if offset <= record.offsets.get(topic, -1):
+        return raw
+    for status in statuses:
+        crawl = record.crawls.setdefault(status.crawl_id, CrawlCounts())
+        crawl.states[status.state.value] = crawl.states.get(status.state.value, 0) + 1
+        if status.state == TerminalState.FETCHED:
+            at = status.updated_at
+            first, last = crawl.first_fetched_at, crawl.last_fetched_at
+            crawl.first_fetched_at = at if first is None else min(first, at)
+            crawl.last_fetched_at = at if last is None else max(last, at)
+    record.offsets[topic] = offset
+    record.updated_at = time.time()
+    value = _encode(record)
+    ch.put(counts_key(partition), value)
+    return value

@@ -1,0 +1,442 @@
+"""The per-worker scheduler and fetcher of the Kafka wiring: reads tables, never writes them.
+
+It keeps ``agents.scheduler.Scheduler`` (the in-memory politeness index) over the origins of
+the partitions this worker owns, runs ready dispatches through ``agents.pipeline.Stages`` and
+publishes each report: the page to ``pages``, its links to other origins to ``frontier`` (ONE
+batch per origin, merged with other reports' within ``agents.kafka_links.WINDOW``), and only
+then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by origin. A page
+fetched without a backoff or a retry frees its origin's concurrency slot as soon as its report
+is in Kafka (``Scheduler.fetched``: the delay still counts from the request's start), so the
+consume round trip is not added to every request of the origin; robots.txt, retries and
+backoffs keep the slot until the frontier agent (same process, the single writer) has applied
+the outcome and calls ``applied`` back with the new origin state. Until then the URL stays at
+its queue head (skipped by the scheduler), so a crash refetches it
+(at-least-once); a report that could not be published frees the slot with the URL still queued.
+
+Ownership follows the consumer group (``agents.kafka_ownership``): nothing new is dispatched
+once Faust's rebalance has begun (``rebalancing``), ``revoke`` before a partition leaves (stop
+dispatching its origins, give their requests ``REVOKE_GRACE`` seconds, abandon the rest: their
+URLs stay at the queue heads), ``assigned`` with the new assignment, ``rebuild``
+after table recovery for the partitions newly owned (a catch-up marker first; then each origin
+waits one delay: the previous owner may just have fetched it; at most ``max_origins`` origins
+in memory, the others found in the table later by ``agents.origin_index.Refill``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+from mode import Service
+
+from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
+from streamcrawl.agents.frontier.store import ORIGINS
+from streamcrawl.agents.net.fetch import make_session
+from streamcrawl.agents.net.guard import AddressGuard
+from streamcrawl.agents.net.stages import Report, Stages
+from streamcrawl.agents.stream.control import SharedView
+from streamcrawl.agents.stream.frontier_agent import Publisher
+from streamcrawl.agents.stream.links import LinkBatches
+from streamcrawl.agents.stream.messages import report_messages
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.origin_index import Refill
+from streamcrawl.agents.stream.ownership import Ownership, send_marker
+from streamcrawl.agents.stream.tables import TableStore, partition_for
+from streamcrawl.schemas.codec import encode
+from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome
+
+log = logging.getLogger(__name__)
+
+# The smallest default bound on fetched-but-unapplied URLs (see ``FetchService.__init__``).
+MIN_MAX_UNAPPLIED = 1024
+
+REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the rebalance)
+STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
+PUBLISH_HOLD_MAX = 60.0  # longest an origin is held back after its report could not be sent
+# Rows of the origins table walked per turn of the dispatch loop (the index is built and kept
+# filled a slice at a time: ~10-60 us a row, so a turn never holds the event loop for long and
+# the first dispatch after an assignment does not wait for a walk of the whole table).
+REFILL_ROWS = 1000
+
+
+class FetchService(Service):
+    """Dispatch loop of one worker (``concurrency`` requests in flight, all origins together)."""
+
+    def __init__(
+        self,
+        *,
+        store: TableStore,
+        view: SharedView,
+        publish: Publisher,
+        mark: Callable[[int, bytes], Awaitable[None]],
+        unstick: Callable[[int], None],
+        metrics: Metrics,
+        partitions: int,
+        concurrency: int,
+        max_origins: int | None = None,
+        max_unapplied: int | None = None,
+        page_bytes: int = 16 * 1024 * 1024,
+        halted: Callable[[], bool] = lambda: False,
+        rebalancing: Callable[[], bool] = lambda: False,
+        guard: AddressGuard | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.guard = guard if guard is not None else AddressGuard()  # public addresses only
+        self.store = store
+        self.view = view
+        self.publish = publish
+        self.links = LinkBatches(publish)  # other origins' links of many reports, together
+        self.mark = mark  # sends a value to one partition of ``outcomes``
+        self.unstick = unstick  # makes the consumer fetch one partition's inputs again
+        self.own = Ownership()
+        self.metrics = metrics
+        self.partitions = partitions
+        self.concurrency = concurrency
+        # Fetching pauses while this many fetched URLs wait for the frontier to apply their
+        # outcomes: the fetcher never runs unboundedly ahead of the single table writer (the
+        # consumer's read-ahead and the scheduler's skip sets would grow with the crawl). The
+        # bound caps the rate at bound / apply latency (Little's law): with many origins the
+        # rate is set by politeness, not by concurrency, and 4 x 64 = 256 held the 256 x 20 at
+        # 0.5 s bench row to 111 pages/s (an apply latency of ~2.3 s); 1,024 gave 169.
+        if max_unapplied is None:
+            max_unapplied = max(4 * concurrency, MIN_MAX_UNAPPLIED)
+        self.max_unapplied = max_unapplied
+        self.halted = halted  # the app is stopping: start nothing new
+        # A rebalance is under way (from aiokafka's revoke callback, ~90 ms before ``revoke``
+        # is called: ``topology.rebalance``): start nothing new either. A request started in
+        # between could end before ``revoke``, uncounted as in flight there, with its outcome
+        # published while the consumer no longer applies it (issue 13: its URL was fetched
+        # again).
+        self.rebalancing = rebalancing
+        self.page_bytes = page_bytes  # max message size of the pages topic
+        self._publish_errors = 0  # consecutive reports that could not be published at all
+        self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
+        self.refill = Refill(lambda: store.walk(ORIGINS), self.scheduler, partitions)
+        self.stopping = False
+        self.loop_alive = 0.0  # last time the dispatch loop ran (health)
+        self._inflight: dict[asyncio.Task[Report | None], Dispatch] = {}
+        self._publishing: set[asyncio.Task[Report | None]] = set()  # fetched, now publishing
+        self._ended: list[asyncio.Task[Report | None]] = []  # done, not reaped yet
+        self._wake = asyncio.Event()
+        self._stages: Stages | None = None
+
+    # -- called by the frontier agent (same event loop) -----------------------------------------
+    def _active(self, origin: str) -> bool:
+        return self._since_of(partition_for(origin, self.partitions)) is not None
+
+    def _since_of(self, partition: int) -> float | None:
+        """When the origins of ``partition`` were indexed here; None: not dispatched here."""
+        return self.own.since_of(partition)
+
+    @property
+    def owned(self) -> set[int]:
+        """The partitions this worker owns (dispatched once caught up)."""
+        return self.own.owned
+
+    def admitted(self, state: OriginState) -> None:
+        """URLs were queued for ``state.origin`` (an origin of a partition we own)."""
+        if self._active(state.origin):
+            self.scheduler.track(state)
+            self._wake.set()
+
+    def applied(self, origin: str, seq: int, state: OriginState) -> None:
+        """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
+        if self._active(origin):
+            if self.scheduler.unexpected(origin, seq):  # evidence for issue 13's refetches
+                log.warning(
+                    "outcome of %s seq %d applied after its partition was indexed here but "
+                    "not dispatched here: published late by its previous owner",
+                    origin,
+                    seq,
+                    extra={"origin": origin, "partition": self._owner(origin)},
+                )
+            self.scheduler.done(origin, seq, state)
+            self._wake.set()
+
+    # -- ownership ------------------------------------------------------------------------------
+    def assigned(self, partitions: set[int]) -> None:
+        """The group's new assignment is ``partitions`` (their tables not recovered yet)."""
+        self.own.assigned(partitions)
+
+    def rebuild(self, partitions: set[int]) -> None:
+        """Take ownership of ``partitions`` (tables recovered): for each newly owned one, send a
+        catch-up marker to its ``outcomes`` partition; its origins are indexed when the marker
+        comes back (``caught_up``), i.e. once the outcomes already in flight were applied.
+        Ignored unless ``partitions`` is the current assignment (a recovery of an earlier
+        generation, see ``agents.kafka_ownership``); owned partitions it does not name are
+        dropped as on a revoke.
+        """
+        plan = self.own.recovered(partitions)
+        if plan is None:
+            log.warning(
+                "table recovery of partitions %s ignored: not the current assignment (%s)",
+                sorted(partitions),
+                "a rebalance is under way" if self.own.assignment is None else self.own.assignment,
+            )
+            return
+        if plan.drop:
+            log.warning("partitions %s left without a revoke: dropped", sorted(plan.drop))
+            self._forget(plan.drop)
+        for p, token in plan.gate.items():
+            self.add_future(send_marker(self.own, p, token, self.mark, self.unstick))
+
+    def caught_up(self, partition: int, token: bytes) -> None:
+        """Our marker came back through the frontier agent: index the partition's origins."""
+        if self.own.caught_up(partition, token, time.time()):
+            self._index({partition})
+
+    def _index(self, new: set[int]) -> None:
+        """Index the origins with queued URLs of ``new`` partitions, as many as fit: the first
+        slice now, the rest turn by turn in the dispatch loop (``Refill``).
+
+        Each is treated as fetched now (``Ownership.since``) unless its state says later: the
+        previous owner may have started a request just before the rebalance.
+        """
+        self.refill.restart()
+        count = self.refill.run(self._since_of, REFILL_ROWS, until_full=True)
+        log.info(
+            "indexing the origins of partitions %s: %d so far",
+            sorted(new),
+            count,
+            extra={"partition": sorted(new)},
+        )
+        self._wake.set()
+
+    async def revoke(self, partitions: set[int]) -> None:
+        """Stop dispatching the origins of ``partitions``; finish or abandon their requests."""
+        gone = self.own.revoke(partitions)
+        settling = self._forget(gone)
+        leaving = [t for t, d in self._inflight.items() if self._owner(d.origin) in gone]
+        if gone:  # published, not applied: the next owner applies them before it dispatches
+            log.info(
+                "revoked partitions %s: %d requests in flight, %d outcomes not applied yet",
+                sorted(gone),
+                len(leaving),
+                settling,
+            )
+        await self._finish(leaving, REVOKE_GRACE)
+
+    def _forget(self, gone: set[int]) -> int:
+        """Drop the origins of ``gone`` partitions from memory; how many of their outcomes were
+        published but not applied (their next owner applies them before it dispatches)."""
+        self.refill.forget(gone)
+        settling = self.scheduler.settling
+        for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
+            self.scheduler.forget(origin)
+        return settling - self.scheduler.settling
+
+    def _owner(self, origin: str) -> int:
+        return partition_for(origin, self.partitions)
+
+    def queue_sizes(self) -> dict[int, int]:
+        """Queued URLs per owned partition: of the origins in memory, as last seen, plus the
+        others as of the last complete walk of the table (``Refill.left_out``)."""
+        sizes = dict.fromkeys(self.owned, 0)
+        for p, n in self.refill.left_out.items():
+            if p in sizes:
+                sizes[p] += n
+        for state in self.scheduler.states():
+            p = self._owner(state.origin)
+            if p in sizes:
+                sizes[p] += state.tail - state.head
+        return sizes
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def on_start(self) -> None:
+        session = make_session(
+            CrawlPolicy(crawl_id="worker"), guard=self.guard, limit=self.concurrency
+        )
+        self._stages = Stages(session, self._seen)
+        self.add_future(self._dispatch_loop())
+
+    async def on_stop(self) -> None:
+        self.stopping = True
+        self._wake.set()
+        if self.owned:
+            log.info(
+                "stopping with partitions %s: %d requests in flight",
+                sorted(self.owned),
+                len(self._inflight),
+            )
+        await self._finish(list(self._inflight), STOP_GRACE)
+        await self.links.close()
+        if self._stages is not None:
+            await self._stages.session.close()
+
+    def _seen(self, crawl_id: str, url: str) -> bool:
+        from streamcrawl.agents.frontier.frontier import seen_key
+
+        return self.store.get(seen_key(crawl_id, url)) is not None
+
+    async def _dispatch_loop(self) -> None:
+        while not self.stopping and not self.should_stop:
+            self.loop_alive = time.time()
+            if self.refill.wanted():
+                self.refill.run(self._since_of, REFILL_ROWS)
+            room = self._room()
+            if room > 0 and not self.halted() and not self.rebalancing():
+                now = time.time()
+                for d in self.scheduler.take(now, room):
+                    self._dispatched(d, now)
+            self.metrics.in_flight.set(self._fetching())
+            self.metrics.unapplied.set(self.scheduler.settling)
+            self.metrics.origins_tracked.set(len(self.scheduler))
+            await self._wait()
+
+    def _room(self) -> int:
+        """How many dispatches may start now: the concurrency left, and backpressure (fetched
+        but unapplied URLs stay under ``max_unapplied``; ``applied`` wakes the loop when the
+        frontier agent catches up). Every dispatch not yet settling counts against the bound,
+        reports still being published included: when the broker is slow to ack they are the
+        unapplied outcomes of the next moment (not counting them, a loaded worker was seen
+        holding 408 against a bound of 256)."""
+        return min(
+            self.concurrency - self._fetching(),
+            self.max_unapplied - self.scheduler.settling - len(self._inflight),
+        )
+
+    def _fetching(self) -> int:
+        """Requests in flight: dispatches not yet fetched (publishing ones hold no connection)."""
+        return len(self._inflight) - len(self._publishing)
+
+    def _dispatched(self, d: Dispatch, now: float) -> None:
+        if d.after is not None:
+            self.metrics.politeness_wait.observe(now - d.after)
+        assert self._stages is not None
+        task = asyncio.create_task(self._run(d))
+        task.add_done_callback(self._task_ended)
+        self._inflight[task] = d
+
+    def _task_ended(self, task: asyncio.Task[Report | None]) -> None:
+        self._ended.append(task)
+        self._wake.set()
+
+    async def _wait(self) -> None:
+        """Sleep until a task ends, a wake-up or the next ready time (at most 1 s).
+
+        Each task wakes the loop from its own done callback: waiting on every task in flight
+        (``asyncio.wait``) added and removed a callback per task at every turn of the loop,
+        O(requests in flight) per page."""
+        ready_at = self.scheduler.next_ready_at()
+        timeout = 1.0 if ready_at is None else min(1.0, max(0.0, ready_at - time.time()))
+        if self._room() <= 0:
+            timeout = 1.0  # the next dispatch waits for a task to end or a wake-up, not a time
+        self._wake.clear()
+        if self._ended:
+            await asyncio.sleep(0)  # still let the other tasks run
+        else:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+        done, self._ended = self._ended, []
+        for task in done:
+            if task in self._inflight:
+                self._reap(task)
+
+    def _reap(self, task: asyncio.Task[Report | None]) -> None:
+        d = self._inflight.pop(task)
+        self._publishing.discard(task)
+        if task.cancelled() or task.exception() is not None or task.result() is None:
+            # No outcome was published: free the slot; the URL is still at its queue head.
+            self.scheduler.done(d.origin, d.seq, None)
+
+    async def _run(self, d: Dispatch) -> Report | None:
+        """Fetch and publish; ``None`` if nothing could be published (retried later)."""
+        assert self._stages is not None
+        where = {"origin": d.origin, "partition": self._owner(d.origin)}
+        report = await self._stages.run(d)  # never raises: a failed stage is an outcome
+        if report.failed:
+            self.metrics.stage_failures.labels(d.kind).inc()
+        self.metrics.fetched(report.outcome, report.page)
+        outcome = report.outcome
+        task = asyncio.current_task()
+        if task is not None:
+            self._publishing.add(task)  # type: ignore[arg-type]
+        try:
+            await self._publish(report, d)
+        except Exception as exc:
+            self.metrics.publish_failures.labels("report").inc()
+            log.exception("cannot publish the report of %s", outcome.url, extra=where)
+            if await self._publish_failure(outcome, exc, where):
+                return report
+            # Not even that went out (the broker is away): hold the origin back, longer each
+            # time, so the URL is not refetched at the dispatch loop's pace meanwhile.
+            self._publish_errors += 1
+            wait = min(PUBLISH_HOLD_MAX, 2.0**self._publish_errors)
+            self.scheduler.hold(d.origin, time.time() + wait)
+            return None
+        self._publish_errors = 0
+        if outcome.kind == "page" and not outcome.backoff and outcome.state != "retry":
+            # Free the slot once the outcome is in Kafka, not when the frontier has applied it:
+            # that round trip would otherwise be added to every request of the origin. Not
+            # before the publish is acked: under load a publish can take longer than the delay,
+            # and an origin whose next request started meanwhile had several outcomes not yet
+            # in Kafka, each fetched again after a kill -9 (9 refetches where 3 are allowed).
+            self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
+            self._wake.set()
+        return report
+
+    async def _publish_failure(
+        self, outcome: Outcome, exc: Exception, where: dict[str, object]
+    ) -> bool:
+        """Publish a bare ``internal`` retry outcome for a report that could not be published,
+        so the frontier counts the attempt (``retries``, then ``failed``) instead of the URL
+        staying at its queue head to be fetched again without end. False if that failed too."""
+        if outcome.kind != "page":
+            return False  # robots.txt: nothing to count; the origin is held back
+        error = f"internal: cannot publish the report: {type(exc).__name__}: {exc}"
+        bare = msgspec.structs.replace(
+            outcome, state="retry", error=error[:500], links=(), final_url=None
+        )
+        try:
+            await self.publish("outcomes", [(bare.origin.encode(), encode(bare))])
+        except Exception:
+            self.metrics.publish_failures.labels("outcome").inc()
+            log.warning("cannot publish the failure of %s either", outcome.url, extra=where)
+            return False
+        return True
+
+    async def _publish(self, report: Report, d: Dispatch) -> None:
+        """Page and link batches first, the outcome last: once the outcome is applied the URL
+        leaves its queue, so everything it produced must already be in Kafka. The links of the
+        outcome's own origin ride in the outcome (``Outcome.links``) as far as they fit, the
+        others go with other reports' (``LinkBatches``); every value stays within its topic's
+        message size (``report_messages``, ``frontier_values``)."""
+        messages = report_messages(report, page_bytes=self.page_bytes)
+        if messages.trimmed:
+            self.metrics.messages_split.inc()
+            log.info("the report of %s was split to fit Kafka messages", report.outcome.url)
+        sends = []
+        key = messages.origin.encode()
+        if messages.pages:
+            sends.append(self.publish("pages", [(key, v) for v in messages.pages]))
+        if messages.batches:
+            delay = d.rules.delay_for(d.robots)  # when the origin's next request may start:
+            due = report.outcome.started_at + delay if delay > 0 else None
+            queued = due is not None and self.scheduler.queued_besides(d.origin)
+            sends.append(self.links.send(messages.batches, due=due, queued=queued))
+        if sends:
+            await asyncio.gather(*sends)
+        await self.publish("outcomes", [(key, messages.outcome)])
+
+    async def _finish(self, tasks: Sequence[asyncio.Task[Report | None]], grace: float) -> None:
+        """Wait up to ``grace`` s for ``tasks``, then cancel the rest (abandoned: refetched)."""
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*pending, return_exceptions=True)
+        for task in list(done) + list(pending):
+            if task in self._inflight:
+                self._reap(task)
+        if pending:
+            log.warning(
+                "abandoned %d requests in flight (their URLs will be refetched)", len(pending)
+            )

@@ -1,0 +1,164 @@
+"""The links pages found for other origins, of many reports, sent to ``frontier`` together.
+
+``frontier`` is keyed by origin, so a page's links to other origins went out as one batch per
+origin linked: 3.2 ``frontier`` messages per page on the bench's site (8 origins, ~3 of them
+linked from each page), each a produce and, for the frontier agent, a Faust event; these were
+the larger part of the worker's Kafka messages (docs/architecture.md, "Messages per page").
+
+``LinkBatches.send`` takes a report's batches and returns once they are in Kafka (acked). What
+is handed over until the flush goes (at most ``window`` seconds after the first, sooner where
+waiting would hold an origin's next request back: see ``LinkBatches``) is sent together: ONE
+batch per crawl and origin (``merge``: every URL kept, in the order handed over; the frontier
+agent drops the duplicates, as it drops those of one page), split to the message size
+(``frontier_values``). So a page's links still reach Kafka before its outcome is published
+(the fetch service awaits ``send`` first). The wait is added to the publish, and the publish
+to the time an origin's concurrency slot is taken: the flush goes ``ACK_ROOM`` before the
+origin's delay ends, so a polite crawl's requests are not held back.
+
+A send that fails fails every report of the flush; each then publishes its bare retry outcome
+(``FetchService._publish_failure``) and its URL is fetched again, its links with it. A report
+whose task was cancelled meanwhile (abandoned at a revoke or a stop) still has its links sent:
+harmless, they are deduplicated, and its URL, still queued, is fetched again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final
+
+from streamcrawl.agents.stream.frontier_agent import Publisher
+from streamcrawl.agents.stream.messages import MESSAGE_BYTES, frontier_values
+from streamcrawl.schemas.records import FrontierBatch, UrlRef
+
+# How long the links of a page wait for other pages' links at most: at 200 pages/s (the
+# bench's saturated worker) 20 pages share one batch per origin (docs/architecture.md).
+WINDOW: Final = 0.1
+# A flush starts before its window ends once this many URLs are waiting.
+MAX_URLS: Final = 5000
+# A flush goes this long before a waiting report's origin may send its next request: the
+# links' and then the outcome's acks (a few ms each on one broker) fit in it.
+ACK_ROOM: Final = 0.03
+# How long the links of a report may wait at most when its origin has other URLs queued for
+# its next request (``send``'s ``queued``): that request waits for the delay anyway, so the
+# report waits for others until ACK_ROOM before it, up to this. On the bench's politeness
+# row (256 origins at 0.5 s, each page linking ~3 others: little in common within 100 ms)
+# the frontier agent's events per page 3.5 -> 2.9 and the rate 45 -> 58 % of the ideal
+# (medians; docs/architecture.md, "Messages per page").
+HOLD: Final = 0.5
+
+
+def merge(batches: Iterable[FrontierBatch]) -> list[FrontierBatch]:
+    """One batch per (crawl, origin), in the order each first came, with every URL of that
+    crawl and origin in the order they came."""
+    urls: dict[tuple[str, str], list[UrlRef]] = {}
+    for batch in batches:
+        urls.setdefault((batch.crawl_id, batch.origin), []).extend(batch.urls)
+    return [
+        FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
+        for (crawl_id, origin), refs in urls.items()
+    ]
+
+
+class LinkBatches:
+    """Batches of many reports, merged and sent together (see the module's docstring).
+
+    A flush goes out at the earliest of: once ``max_urls`` URLs wait; ``ACK_ROOM`` seconds
+    before a waiting report's origin may start its next request (its ``due``: the request's
+    start plus the origin's delay), so that waiting never holds a polite request back; and
+    for each waiting report, ``window`` seconds after it came, or ``hold`` seconds if its
+    origin has a delay and other URLs queued (``queued``: its next request waits for the
+    delay, not for this report). A report whose origin has nothing else queued waits only the
+    window: its outcome may bring that origin's next URL (a chain of pages found one by one
+    would otherwise wait the whole delay and then the frontier's apply latency each time).
+    A report without a delay (``due`` None) waits the window: its origin's concurrency slot
+    stays taken until its outcome is in Kafka, so a
+    crawl without a delay makes at most per-origin concurrency / (window + fetch) requests a
+    second per origin (8 / 0.1 s: ~75). Flushing those once no other request ran (Nagle's rule)
+    was measured and merged almost nothing: at 8 x 500 without a delay 1.02 ``frontier``
+    messages per page against 0.21-0.27 with the window (docs/architecture.md).
+    """
+
+    def __init__(
+        self,
+        publish: Publisher,
+        *,
+        window: float = WINDOW,
+        hold: float = HOLD,
+        max_urls: int = MAX_URLS,
+        message_bytes: int = MESSAGE_BYTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.publish = publish
+        self.window = window
+        self.hold = hold
+        self.max_urls = max_urls
+        self.message_bytes = message_bytes
+        self.clock = clock
+        self._waiting: list[tuple[Sequence[FrontierBatch], asyncio.Future[None]]] = []
+        self._urls = 0
+        self._deadline = float("inf")  # of the flush that takes new batches (``clock``)
+        self._wake = asyncio.Event()  # the deadline moved, or the flush may go now
+        self._flushing: set[asyncio.Task[None]] = set()  # started flushes (referenced)
+        self._next: asyncio.Task[None] | None = None  # the flush that takes new batches
+
+    async def send(
+        self, batches: Sequence[FrontierBatch], *, due: float | None = None, queued: bool = False
+    ) -> None:
+        """Return once ``batches`` are in Kafka; raise what their send raised. ``due``: when
+        the report's origin may start its next request (``clock`` time); None: no delay.
+        ``queued``: that origin has other URLs queued (with a ``due``, the report may wait
+        ``hold`` instead of ``window``)."""
+        if not batches:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((batches, done))
+        self._urls += sum(len(b.urls) for b in batches)
+        now = self.clock()
+        if self._next is None:
+            self._next = asyncio.ensure_future(self._flush())
+            self._flushing.add(self._next)
+            self._next.add_done_callback(self._flushing.discard)
+        if due is None:
+            latest = now + self.window
+        else:
+            latest = min(now + (self.hold if queued else self.window), due - ACK_ROOM)
+        self._deadline = min(self._deadline, latest)
+        self._wake.set()  # the flush looks at its deadline and the URLs waiting again
+        await done
+
+    def _due_now(self) -> bool:
+        return self._urls >= self.max_urls or self.clock() >= self._deadline
+
+    async def _flush(self) -> None:
+        while not self._due_now():
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._deadline - self.clock())
+        waiting, self._waiting, self._urls, self._next = self._waiting, [], 0, None
+        self._deadline = float("inf")  # later batches: the next flush
+        try:
+            values = frontier_values(
+                merge(b for batches, _ in waiting for b in batches), self.message_bytes
+            )
+            await self.publish("frontier", [(origin.encode(), v) for origin, v in values])
+        except BaseException as exc:
+            for _, done in waiting:
+                if not done.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        done.cancel()
+                    else:
+                        done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for _, done in waiting:
+            if not done.done():
+                done.set_result(None)
+
+    async def close(self) -> None:
+        """Wait for the flushes already started (their reports wait for them)."""
+        if self._flushing:
+            await asyncio.gather(*self._flushing, return_exceptions=True)

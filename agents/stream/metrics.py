@@ -1,0 +1,222 @@
+"""Prometheus metrics of one worker, in a registry of its own (several apps per test process).
+
+Names are ``streamcrawl_<component>_<metric>``, the same words the logs use. No Faust import:
+the Kafka wiring renders ``Metrics.render()`` at ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from streamcrawl.agents.robots.rules import ROBOTS_BLOCKED
+from streamcrawl.schemas.records import Outcome, Page
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_WAIT = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300)
+_EVENT = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
+
+
+class Metrics:
+    """Every metric of a worker. One instance per app; never the global default registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.pages = Counter(
+            "streamcrawl_fetch_pages",
+            "Pages fetched, by HTTP status class.",
+            ["status_class"],
+            registry=r,
+        )
+        self.bytes = Counter("streamcrawl_fetch_bytes", "Body bytes of fetched pages.", registry=r)
+        self.fetch_latency = Histogram(
+            "streamcrawl_fetch_latency_seconds",
+            "Fetch duration (request start to outcome).",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.politeness_wait = Histogram(
+            "streamcrawl_scheduler_politeness_wait_seconds",
+            "Seconds between two consecutive request starts (robots.txt or page) on one "
+            "origin in this worker; politeness keeps it at or above the origin's delay.",
+            buckets=_WAIT,
+            registry=r,
+        )
+        self.frontier_batch = Histogram(
+            "streamcrawl_frontier_batch_seconds",
+            "Time the frontier agent spent applying one batch of events and making it durable.",
+            buckets=_EVENT,
+            registry=r,
+        )
+        self.frontier_batch_events = Histogram(
+            "streamcrawl_frontier_batch_events",
+            "Events per batch the frontier agent applied.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=r,
+        )
+        self.unapplied = Gauge(
+            "streamcrawl_scheduler_unapplied",
+            "Fetched URLs whose outcome the frontier has not applied yet (fetching pauses at "
+            "the cap).",
+            registry=r,
+        )
+        self.outcomes = Counter(
+            "streamcrawl_fetch_outcomes",
+            "Fetch outcomes by kind and state.",
+            ["kind", "state"],
+            registry=r,
+        )
+        self.robots_denied = Counter(
+            "streamcrawl_robots_denials", "URLs denied by robots.txt.", registry=r
+        )
+        self.blocked = Counter(
+            "streamcrawl_fetch_blocked",
+            "Fetches the SSRF guard refused (the host's addresses are not public or allowed).",
+            registry=r,
+        )
+        self.duplicates = Counter(
+            "streamcrawl_frontier_duplicates",
+            "Discovered URLs already seen (filtered).",
+            registry=r,
+        )
+        self.admitted = Counter(
+            "streamcrawl_frontier_admitted", "URLs queued by the frontier.", registry=r
+        )
+        self.terminal = Counter(
+            "streamcrawl_frontier_terminal",
+            "Terminal URL states published.",
+            ["state"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "streamcrawl_frontier_retries", "Fetch retries scheduled.", registry=r
+        )
+        self.bad_messages = Counter(
+            "streamcrawl_kafka_bad_messages",
+            "Undecodable messages skipped, by topic.",
+            ["topic"],
+            registry=r,
+        )
+        self.unknown_crawl = Counter(
+            "streamcrawl_frontier_unknown_crawl",
+            "Messages skipped because their crawl spec never arrived.",
+            registry=r,
+        )
+        self.queue_size = Gauge(
+            "streamcrawl_frontier_queue_size",
+            "Queued URLs per assigned partition.",
+            ["partition"],
+            registry=r,
+        )
+        self.origins_tracked = Gauge(
+            "streamcrawl_scheduler_origins",
+            "Origins with work in the scheduler's memory (at most max_origins_in_memory).",
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "streamcrawl_scheduler_in_flight", "Dispatches in flight.", registry=r
+        )
+        self.sink_latency = Histogram(
+            "streamcrawl_sink_write_latency_seconds",
+            "Duration of one sink batch write.",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.sink_rows = Counter(
+            "streamcrawl_sink_records",
+            "Records written by the sink, by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.sink_consumer_lag = Gauge(
+            "streamcrawl_sink_consumer_lag",
+            "Messages of pages/status the sink has not written yet, by topic and partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.sink_paused = Gauge(
+            "streamcrawl_sink_paused",
+            "1 while the sink has stopped fetching to retry a write (Cassandra slower than the "
+            "crawl), else 0.",
+            registry=r,
+        )
+        self.sink_backpressure = Counter(
+            "streamcrawl_sink_backpressure",
+            "Sink writes retried after backpressure.",
+            registry=r,
+        )
+        self.consumer_lag = Gauge(
+            "streamcrawl_kafka_consumer_lag",
+            "Messages not yet consumed, by topic and partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.messages_sent = Counter(
+            "streamcrawl_kafka_messages_sent",
+            "Messages produced, by topic.",
+            ["topic"],
+            registry=r,
+        )
+
+        self.stage_failures = Counter(
+            "streamcrawl_pipeline_stage_failures",
+            "Dispatches whose stage raised (retried as an internal error), by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.publish_failures = Counter(
+            "streamcrawl_kafka_publish_failures",
+            "Reports that could not be published (report), and bare failure outcomes that "
+            "could not be published either (outcome).",
+            ["what"],
+            registry=r,
+        )
+        self.messages_split = Counter(
+            "streamcrawl_kafka_reports_split",
+            "Reports split or cut to fit the topics' message size.",
+            registry=r,
+        )
+
+        self.sink_retries = Counter(
+            "streamcrawl_sink_retries",
+            "Sink batch writes retried, by reason (backpressure, error).",
+            ["reason"],
+            registry=r,
+        )
+        self.health_up = Gauge(
+            "streamcrawl_health_up",
+            "1 while the service (kafka, cassandra) answers the worker's probe, else 0.",
+            ["service"],
+            registry=r,
+        )
+        self.health_reconnects = Counter(
+            "streamcrawl_health_reconnects",
+            "Times a service (kafka, cassandra) answered again after its probe had failed.",
+            ["service"],
+            registry=r,
+        )
+
+    def fetched(self, outcome: Outcome, page: Page | None) -> None:
+        """Count one dispatch result (any kind)."""
+        self.outcomes.labels(outcome.kind, outcome.state).inc()
+        if outcome.state == "robots_denied":
+            self.robots_denied.inc()
+        elif outcome.state == "blocked" or outcome.robots_status == ROBOTS_BLOCKED:
+            self.blocked.inc()
+        if outcome.started_at > 0 and outcome.finished_at >= outcome.started_at:
+            self.fetch_latency.observe(outcome.finished_at - outcome.started_at)
+        if page is not None:
+            self.pages.labels(f"{page.status // 100}xx").inc()
+            self.bytes.inc(page.body_bytes)
+
+    def render(self) -> bytes:
+        """The text exposition format of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,1 @@
+"""The ``streamcrawl`` command line: parsers, the crawl and demo commands, the Kafka commands."""

@@ -1,0 +1,71 @@
+"""``streamcrawl crawl``: an embedded crawl with the progress bar and the summary (``demo`` runs
+one too)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from pathlib import Path
+
+from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.cli.options import EXIT_INTERRUPTED, allowed_networks, policy_from_args
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    """Run ``crawl URL... [flags]``; 130 if interrupted (resumable), else 0."""
+    crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
+    policy = policy_from_args(args, args.urls, crawl_id)
+    summary = run_embedded(
+        policy,
+        out=args.out,
+        state_dir=args.state_dir,
+        concurrency=args.concurrency,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        as_json=args.json,
+        allow_networks=allowed_networks(args),
+    )
+    return EXIT_INTERRUPTED if summary["interrupted"] else 0
+
+
+def run_embedded(
+    policy: CrawlPolicy,
+    *,
+    out: Path,
+    state_dir: Path,
+    concurrency: int,
+    progress: bool,
+    as_json: bool,
+    allow_networks: str = "",
+) -> dict[str, object]:
+    """Run an embedded crawl with the progress bar and print the summary.
+
+    ``allow_networks``: comma-separated CIDRs for the SSRF guard (``ConfigError`` if bad).
+    """
+    from streamcrawl.agents.net.guard import parse_networks
+    from streamcrawl.topology.cli.progress import ProgressBar, print_summary
+    from streamcrawl.topology.embedded.runner import EmbeddedCrawl, install_signal_handlers
+
+    networks = parse_networks([allow_networks])
+
+    async def go() -> dict[str, object]:
+        crawl = EmbeddedCrawl(
+            policy,
+            out_dir=out,
+            state_dir=state_dir,
+            concurrency=concurrency,
+            allow_networks=networks,
+        )
+        install_signal_handlers(crawl)
+        with ProgressBar(enabled=progress) as bar:
+            summary = await crawl.run(bar.update)
+        return summary.as_dict()
+
+    result = asyncio.run(go())
+    if as_json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print_summary(result)
+    return result

@@ -1,0 +1,91 @@
+"""Sub-commands of the Kafka wiring: worker, seed, pages, status, pause/resume/stop, admin.
+
+The parsers live here so ``streamcrawl --help`` lists every command; the implementations live
+in ``topology.kafka_commands`` and are imported only when one of them runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from streamcrawl.topology.cli.options import add_allow_network_flag, add_policy_flags
+
+KAFKA_COMMANDS = ("worker", "seed", "pages", "status", "pause", "resume", "stop", "admin")
+
+
+def _service_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kafka-bootstrap", help="Kafka bootstrap servers (env STREAMCRAWL_KAFKA_BOOTSTRAP)"
+    )
+    p.add_argument("--topic-prefix", help="topic prefix (env STREAMCRAWL_TOPIC_PREFIX)")
+
+
+def _cassandra_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cassandra-hosts", help="Cassandra contact points (env STREAMCRAWL_CASSANDRA_HOSTS)"
+    )
+    p.add_argument("--cassandra-keyspace", help="keyspace (env STREAMCRAWL_CASSANDRA_KEYSPACE)")
+
+
+def add_kafka_commands(sub: Any) -> None:
+    """Add the Kafka wiring's sub-commands to ``sub`` (the CLI's sub-parsers)."""
+    worker = sub.add_parser("worker", help="run a Faust worker (Kafka wiring)")
+    _service_flags(worker)
+    _cassandra_flags(worker)
+    worker.add_argument("--state-dir", help="RocksDB table state (env STREAMCRAWL_STATE_DIR)")
+    worker.add_argument(
+        "--web-port", type=int, help="health and /metrics port (env STREAMCRAWL_WEB_PORT)"
+    )
+    worker.add_argument(
+        "--concurrency", type=int, help="fetches in flight (env STREAMCRAWL_CONCURRENCY)"
+    )
+    add_allow_network_flag(worker)
+
+    seed = sub.add_parser("seed", help="publish a crawl spec and its seed URLs")
+    seed.add_argument("urls", nargs="*", metavar="URL")
+    _service_flags(seed)
+    add_policy_flags(seed)
+
+    pages = sub.add_parser("pages", help="print the page stream as JSON lines")
+    _service_flags(pages)
+    pages.add_argument("--crawl-id", help="only pages of this crawl")
+    pages.add_argument("--follow", action="store_true", help="keep waiting for new pages")
+    pages.add_argument("--from-beginning", action="store_true", help="start at the oldest page")
+
+    status = sub.add_parser("status", help="counts per terminal state, rate, sink lag")
+    _service_flags(status)  # the counts topic and the sink group's lag
+    _cassandra_flags(status)  # --exact
+    status.add_argument("--crawl-id", help="one crawl (default: all)")
+    status.add_argument("--json", action="store_true", help="one JSON object")
+    status.add_argument(
+        "--exact", action="store_true", help="count the state rows in Cassandra (reads them all)"
+    )
+
+    for verb in ("pause", "resume", "stop"):
+        control = sub.add_parser(verb, help=f"{verb} a crawl")
+        _service_flags(control)
+        control.add_argument("--crawl-id", required=True)
+
+    admin = sub.add_parser("admin", help="idempotent setup")
+    admin.add_argument("action", choices=["create-topics", "create-schema"])
+    _service_flags(admin)
+    _cassandra_flags(admin)
+    admin.add_argument(
+        "--partitions", type=int, help="partitions per topic (env STREAMCRAWL_PARTITIONS)"
+    )
+    admin.add_argument(
+        "--replication-factor",
+        type=int,
+        help="topic replication (env STREAMCRAWL_REPLICATION_FACTOR)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from streamcrawl.topology.cli import kafka_commands
+
+    handler: Callable[[argparse.Namespace], int] = getattr(
+        kafka_commands, "cmd_" + args.command.replace("-", "_")
+    )
+    return handler(args)

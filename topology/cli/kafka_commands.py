@@ -1,0 +1,347 @@
+"""Handlers of the Kafka-wiring sub-commands declared in ``topology.commands``.
+
+``commands.run`` calls ``cmd_<command>(args)``; each returns the exit code. Settings come from
+the flags (``None`` = not given) and then the ``STREAMCRAWL_*`` environment. A bad setting raises
+``ConfigError`` (exit 2, one line); an unreachable Kafka or Cassandra raises ``CrawlError`` whose
+message says what to check (exit 1).
+
+Sections: admin, status, pages, pause/resume/stop; ``worker`` and ``seed`` follow at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import uuid
+from typing import Any
+
+import msgspec
+
+from streamcrawl.agents.errors import CrawlError
+from streamcrawl.agents.sinks.contract import CrawlStats
+from streamcrawl.schemas.codec import BadMessage, decode
+from streamcrawl.schemas.records import CrawlRunState
+from streamcrawl.topology.admin import status as kafka_status
+from streamcrawl.topology.admin import topics as admin
+from streamcrawl.topology.admin.errors import ConnectionErrors, check_worker_connection
+from streamcrawl.topology.cli.options import policy_from_args
+from streamcrawl.topology.settings import Settings, load_settings
+from streamcrawl.topology.worker import clients as kafka_clients
+
+log = logging.getLogger(__name__)
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    """Settings from the flags this sub-command has (absent or ``None`` flags are ignored)."""
+    names = (
+        "kafka_bootstrap",
+        "topic_prefix",
+        "cassandra_hosts",
+        "cassandra_keyspace",
+        "partitions",
+        "replication_factor",
+    )
+    flags = {name: getattr(args, name, None) for name in names}
+    return load_settings(**flags, **extra)
+
+
+def _quiet_cassandra_driver() -> None:
+    """Hide the driver's connection tracebacks: an unreachable node becomes ONE error line.
+
+    Kept with ``--log-level DEBUG``.
+    """
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("cassandra").setLevel(logging.CRITICAL)
+
+
+# --- admin -----------------------------------------------------------------------------------
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    """``admin create-topics|create-schema``: idempotent setup; prints one line per action."""
+    settings = _settings(args)
+    if args.action == "create-topics":
+        for line in admin.create_topics(settings):
+            print(line)
+    else:
+        from streamcrawl.agents.sinks.cassandra.driver import create_schema
+
+        _quiet_cassandra_driver()
+        for statement in create_schema(settings.cassandra_config()):
+            print(" ".join(statement.split()) + ";")
+    return 0
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``status [--crawl-id ID] [--json] [--exact]``: counts per terminal state.
+
+    From the frontier agents' per-partition counts on ``<prefix>.counts`` (one message per
+    partition, ``topology/admin/status.py``), with the sink's lag; ``--exact`` counts the
+    state rows in Cassandra instead (reads every row of the crawl). With ``--json`` prints ONE
+    object ``{"crawl_id", "states", "pages_per_s", "source", ...}`` where ``states`` has every
+    terminal state (0 when none) and ``source`` is ``counts`` (then also ``sink_lag``: messages
+    the sink has not written yet, null before its first commit) or ``cassandra``. Without
+    ``--crawl-id`` the object sums all crawls (``crawl_id`` null) and adds
+    ``"crawls": {id: {"states", "pages_per_s"}}``.
+    """
+    settings = _settings(args)
+    report = _status_report(settings, args.crawl_id, exact=args.exact)
+    if args.json:
+        print(json.dumps(report, sort_keys=False))
+    else:
+        _print_status(report)
+    return 0
+
+
+def _status_report(settings: Settings, crawl_id: str | None, *, exact: bool) -> dict[str, Any]:
+    if exact:
+        _quiet_cassandra_driver()
+        stats = asyncio.run(_cassandra_stats(settings, crawl_id))
+        return kafka_status.report(stats, crawl_id, source="cassandra")
+    stats, lag = kafka_status.read_status(settings)
+    return kafka_status.report(stats, crawl_id, source="counts", sink_lag=lag)
+
+
+async def _cassandra_stats(settings: Settings, crawl_id: str | None) -> dict[str, CrawlStats]:
+    from streamcrawl.agents.sinks.cassandra.sink import CassandraSink
+
+    sink = CassandraSink(settings.cassandra_config())
+    await sink.start()
+    try:
+        return await sink.stats(crawl_id)
+    finally:
+        await sink.stop()
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    crawls = report.get("crawls")
+    if crawls is None:
+        crawls = {report["crawl_id"]: report}
+    if not crawls:
+        print("no crawls recorded yet")
+        return
+    lag = report.get("sink_lag")
+    if report.get("source") == "counts":
+        print("sink lag: " + ("not started" if lag is None else f"{lag} messages"))
+    for crawl_id, crawl in crawls.items():
+        rate = crawl["pages_per_s"]
+        print(f"crawl {crawl_id}" + (f"  ({rate:.2f} pages/s)" if rate is not None else ""))
+        for state, n in crawl["states"].items():
+            print(f"  {state:<22}{n:>10}")
+        print(f"  {'total':<22}{sum(crawl['states'].values()):>10}")
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+
+class _CrawlOf(msgspec.Struct):
+    crawl_id: str
+
+
+def cmd_pages(args: argparse.Namespace) -> int:
+    """``pages [--crawl-id ID] [--follow] [--from-beginning]``: the page stream as JSON lines.
+
+    One line per page: the value as published, minus ``"body": null`` (a body is printed only
+    when the page has one). Starts at the oldest page with ``--from-beginning``, else at the
+    end. Stops once caught up with the end of every partition, unless ``--follow``. Uses a
+    throwaway consumer group and never commits, so it cannot disturb the workers.
+    """
+    settings = _settings(args)
+    errors = ConnectionErrors()
+    conf = (
+        kafka_clients.librdkafka_config(settings)
+        | errors.config()
+        | {
+            "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        }
+    )
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer
+
+    consumer = Consumer(conf)
+    try:
+        name = admin.topic_name(settings, "pages")
+        start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+        partitions = admin.assign_all(consumer, settings, errors, name, start)
+        for msg in admin.consume_to_end(consumer, partitions, follow=args.follow):
+            line = _page_line(msg.value(), args.crawl_id, msg.offset())
+            if line is not None:
+                sys.stdout.write(line + "\n")
+                if args.follow:
+                    sys.stdout.flush()
+    except BrokenPipeError:  # `streamcrawl pages | head`
+        sys.stderr.close()
+    finally:
+        consumer.close()
+    return 0
+
+
+def _page_line(value: bytes | None, crawl_id: str | None, offset: int) -> str | None:
+    """The JSON line to print for one pages value, or None to skip it."""
+    if value is None:
+        return None
+    try:
+        if crawl_id is not None and msgspec.json.decode(value, type=_CrawlOf).crawl_id != crawl_id:
+            return None
+        page = decode("pages", value)
+    except (BadMessage, msgspec.DecodeError) as exc:
+        print(f"streamcrawl: skipping pages message at offset {offset}: {exc}", file=sys.stderr)
+        return None
+    if page.body is not None:
+        return bytes(value).decode("utf-8")
+    fields = msgspec.structs.asdict(page)
+    del fields["body"]
+    return msgspec.json.encode(fields).decode("utf-8")
+
+
+# --- pause / resume / stop -------------------------------------------------------------------
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    """``pause --crawl-id ID``: workers stop starting fetches for the crawl."""
+    return _set_run_state(args, "paused")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """``resume --crawl-id ID``: a paused crawl continues."""
+    return _set_run_state(args, "running")
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """``stop --crawl-id ID``: the crawl ends; its waiting URLs are cancelled by the workers."""
+    return _set_run_state(args, "stopped")
+
+
+def _set_run_state(args: argparse.Namespace, state: CrawlRunState) -> int:
+    """Re-publish the crawl's latest policy on ``control`` with ``state``.
+
+    Raises CrawlError if the crawl id has no policy on the control topic.
+    """
+    settings = _settings(args)
+    policies = admin.read_control(settings)
+    policy = policies.get(args.crawl_id)
+    if policy is None:
+        known = ", ".join(sorted(policies)) or "none"
+        raise CrawlError(
+            f"unknown crawl {args.crawl_id!r} on {admin.topic_name(settings, 'control')} "
+            f"(known: {known}); start it with `streamcrawl seed URL --crawl-id ID`"
+        )
+    if policy.state == "stopped" and state != "stopped":
+        raise CrawlError(f"crawl {args.crawl_id!r} is stopped; a stopped crawl cannot {state}")
+    if policy.state != state:
+        admin.publish_control(settings, msgspec.structs.replace(policy, state=state))
+    print(f"crawl {args.crawl_id}: {state}" + (" (unchanged)" if policy.state == state else ""))
+    return 0
+
+
+# --- worker and seed (appended below) --------------------------------------------------------
+
+
+def make_worker(app: Any, loglevel: str) -> Any:
+    """A ``faust.Worker`` for ``app`` whose root logger stays at ``loglevel``.
+
+    Faust's terminal spinner puts the ROOT logger at DEBUG (its handler ticks on every record),
+    so every aiokafka/Faust ``log.debug`` built a LogRecord: ~4 % of a busy worker's CPU. This
+    worker has no spinner.
+    """
+    import faust
+
+    class Worker(faust.Worker):  # type: ignore[misc]
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            self.spinner = None
+
+    return Worker(app, loglevel=loglevel, redirect_stdouts=False)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """``worker``: run a Faust worker until SIGTERM/SIGINT (then: stop dispatching, give
+    in-flight requests a bounded grace, flush, commit, exit 0)."""
+    from streamcrawl.topology.worker.app import create_app
+    from streamcrawl.topology.worker.gc_thresholds import tune_gc
+
+    settings = _settings(
+        args,
+        state_dir=getattr(args, "state_dir", None),
+        web_port=getattr(args, "web_port", None),
+        concurrency=getattr(args, "concurrency", None),
+        allow_networks=",".join(getattr(args, "allow_network", [])) or None,
+        log_level=getattr(args, "log_level", None),
+    )
+    _check_services(settings)
+    tune_gc()
+    worker = make_worker(create_app(settings), settings.log_level)
+    worker.execute_from_commandline()
+    return 0  # not reached: the worker exits the process itself
+
+
+def _check_services(settings: Settings) -> None:
+    """Before the worker starts: can it use Kafka, and will Cassandra take the sink's
+    credentials? A refusal (credentials, certificate, TLS) or a Kafka that does not answer is
+    then one line and exit 1, not a Faust crash with a traceback. A Cassandra that does not
+    answer yet is only logged: the sink connects when it first writes."""
+    check_worker_connection(settings, admin.CONNECT_TIMEOUT_S)
+    if settings.sink_enabled:
+        from streamcrawl.agents.sinks.cassandra.driver import connect
+        from streamcrawl.agents.sinks.cassandra.security import CassandraRefused
+
+        _quiet_cassandra_driver()
+        try:
+            cluster, _ = connect(settings.cassandra_config())
+        except CassandraRefused:
+            raise
+        except CrawlError as exc:
+            log.warning("%s; the sink will try again", exc)
+        else:
+            cluster.shutdown()
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    """``seed URL... [--crawl-id ID] [policy flags]``: publish the crawl spec on ``control``,
+    then ONE frontier batch per seed origin (keyed by origin, murmur2 like the workers).
+
+    Prints the crawl id (generated when not given). Raises CrawlError if Kafka is unreachable
+    or refuses a message.
+    """
+    from confluent_kafka import Producer
+
+    from streamcrawl.agents.content.listings import seed_sitemaps
+    from streamcrawl.agents.policy.rules import CrawlRules
+    from streamcrawl.schemas.codec import encode
+    from streamcrawl.schemas.records import FrontierBatch, UrlRef
+
+    settings = _settings(args)
+    crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
+    policy = policy_from_args(args, args.urls, crawl_id)
+    admin.publish_control(settings, policy)  # the spec first: workers wait for it, bounded
+    rules = CrawlRules.from_policy(policy)
+    by_origin: dict[str, list[UrlRef]] = {}
+    for seed in policy.seeds:
+        canon = rules.canonicalizer.canonicalize(seed)
+        by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
+    for sitemaps in seed_sitemaps(rules):  # --sitemap URLs, queued as sitemaps
+        by_origin.setdefault(sitemaps.origin, []).extend(sitemaps.urls)
+    errors = ConnectionErrors()
+    producer = Producer(kafka_clients.librdkafka_producer_config(settings) | errors.config())
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    frontier = admin.topic_name(settings, "frontier")
+    for origin, refs in by_origin.items():
+        batch = FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
+        producer.produce(frontier, key=origin.encode(), value=encode(batch), on_delivery=delivered)
+    admin.flush_or_explain(producer, settings, errors)
+    if failures:
+        raise CrawlError(f"cannot publish seeds to {frontier}: {failures[0]}")
+    print(crawl_id)
+    return 0

@@ -1,0 +1,98 @@
+"""The ``streamcrawl`` command line. Bad input exits 2 with one readable line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from streamcrawl.agents.errors import ConfigError, CrawlError, InvalidURL
+from streamcrawl.topology.cli import kafka_args as commands
+from streamcrawl.topology.cli.options import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    OneLineParser,
+    add_allow_network_flag,
+    add_policy_flags,
+    positive_int,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="streamcrawl", description="A polite, replay-safe web crawler.")
+    parser.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default WARNING; for the worker it overrides STREAMCRAWL_LOG_LEVEL (default INFO)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    crawl = sub.add_parser("crawl", help="crawl in this process (no Kafka, no Cassandra)")
+    crawl.add_argument("urls", nargs="*", metavar="URL")
+    crawl.add_argument(
+        "--out", type=Path, default=Path("out"), help="output directory (default ./out)"
+    )
+    crawl.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(".streamcrawl"),
+        help="RocksDB state, resumable (default ./.streamcrawl)",
+    )
+    crawl.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=64,
+        help="requests in flight, all origins (default 64)",
+    )
+    crawl.add_argument(
+        "--json", action="store_true", help="print the final summary as one JSON object"
+    )
+    crawl.add_argument(
+        "--no-progress", action="store_true", help="no progress bar even on a terminal"
+    )
+    add_allow_network_flag(crawl)
+    add_policy_flags(crawl)
+
+    demo = sub.add_parser("demo", help="serve a small bundled site on 127.0.0.1 and crawl it")
+    demo.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: a temp dir)"
+    )
+    demo.add_argument(
+        "--json", action="store_true", help="print the final summary as one JSON object"
+    )
+
+    commands.add_kafka_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command != "worker":  # the worker configures logging from its settings
+        logging.basicConfig(
+            level=args.log_level or "WARNING",
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    try:
+        if args.command == "crawl":
+            from streamcrawl.topology.cli.crawl import cmd_crawl
+
+            return cmd_crawl(args)
+        if args.command == "demo":
+            from streamcrawl.topology.cli.demo import run_demo
+
+            return run_demo(args)
+        return commands.run(args)
+    except (ConfigError, InvalidURL) as exc:
+        print(f"streamcrawl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CrawlError as exc:
+        print(f"streamcrawl: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""What the CLI's commands share: exit codes, the one-line argparse parser, the argparse types,
+the crawl policy flags of ``crawl`` and ``seed``, and the policy built from them.
+
+It imports no other command module, so every command module may import it (no import cycle
+through ``cli.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, get_type_hints
+
+import msgspec
+
+from streamcrawl.agents.errors import ConfigError, InvalidURL
+from streamcrawl.schemas.codec import BadMessage, check
+from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlId, CrawlPolicy
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports errors as one line (no usage dump) and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"streamcrawl: error: {message}\n")
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
+
+
+def _policy_value(name: str, parse: Callable[[str], object], what: str) -> Callable[[str], Any]:
+    """An argparse type for the ``CrawlPolicy`` field ``name``: ``parse`` the text, then check
+    it against the bounds on the record itself (``schemas/records.py``), which the control topic
+    and the JSON Schema share."""
+    hint = get_type_hints(CrawlPolicy, include_extras=True)[name]
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        try:
+            return msgspec.convert(value, hint)
+        except msgspec.ValidationError as exc:
+            raise argparse.ArgumentTypeError(f"{exc}, got {text}") from None
+
+    return convert
+
+
+def _crawl_id(text: str) -> str:
+    try:
+        return msgspec.convert(text, CrawlId)
+    except msgspec.ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"crawl id {text!r} must be 1-100 letters, digits, '.', '_' or '-'"
+        ) from None
+
+
+def _regex(text: str) -> str:
+    """A scope pattern RE2 can evaluate (linear time; ``agents/urls/patterns.py``)."""
+    from streamcrawl.agents.errors import ConfigError
+    from streamcrawl.agents.urls.patterns import compile_pattern
+
+    try:
+        compile_pattern(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+# The numeric policy flags: (CrawlPolicy field, parse, what a value is, help). The flag is the
+# field's name with dashes; its default is the record's own, and so are its bounds.
+_NUMBERS: tuple[tuple[str, Callable[[str], object], str, str], ...] = (
+    ("max_pages", int, "a whole number", "stop admitting URLs after N"),
+    ("max_depth", int, "a whole number", "links followed from the seeds"),
+    ("delay", float, "seconds", "seconds between requests to one origin (default %(default)s)"),
+    ("per_origin_concurrency", int, "a whole number", "requests in flight per origin (default 1)"),
+    ("max_crawl_delay", float, "seconds", "cap on robots.txt Crawl-delay (default %(default)s)"),
+    ("max_body", int, "a whole number", "stop reading a body past BYTES (default 10 MiB)"),
+    ("timeout", float, "seconds", "total seconds per request (default %(default)s)"),
+    ("retries", int, "a whole number", "extra attempts after a retryable error (default 2)"),
+    ("max_page_links", int, "a whole number", "links listed per page record (default 1000)"),
+)
+
+# The switches: (flag, CrawlPolicy field, whether the flag turns the field off, help).
+_SWITCHES: tuple[tuple[str, str, bool, str], ...] = (
+    ("--ignore-robots", "obey_robots", True, "do not fetch or obey robots.txt"),
+    (
+        "--ignore-nofollow",
+        "honor_nofollow",
+        True,
+        "follow rel=nofollow and meta/X-Robots-Tag nofollow",
+    ),
+    ("--keep-query-order", "sort_query", True, "do not sort query parameters"),
+    ("--fold-trailing-slash", "fold_trailing_slash", False, "treat /a/ and /a as the same URL"),
+    (
+        "--store-bodies",
+        "store_bodies",
+        False,
+        "keep decoded HTML bodies in the sinks (pages.jsonl, Cassandra)",
+    ),
+    (
+        "--no-bodies",
+        "stream_bodies",
+        True,
+        "Kafka wiring: the pages topic carries no bodies (default: decoded, zstd)",
+    ),
+    (
+        "--follow-canonical",
+        "follow_canonical",
+        False,
+        "a page whose rel=canonical names another URL: crawl that URL, not the page's links",
+    ),
+    (
+        "--no-sitemaps",
+        "sitemaps",
+        True,
+        "do not read sitemaps (neither robots.txt Sitemap: lines nor --sitemap)",
+    ),
+    ("--no-feeds", "feeds", True, "do not fetch the RSS/Atom feeds pages link to"),
+)
+
+# Repeatable flags: (flag, metavar, argparse type, help).
+_LISTS: tuple[tuple[str, str, Callable[[str], str], str], ...] = (
+    ("--allow-host", "HOST", str, "also crawl this host (repeatable)"),
+    ("--allow-domain", "DOMAIN", str, "also crawl this registrable domain and its subdomains"),
+    ("--include", "REGEX", _regex, "only URLs matching (repeatable)"),
+    ("--exclude", "REGEX", _regex, "never URLs matching (repeatable)"),
+    (
+        "--sitemap",
+        "URL",
+        str,
+        "also start from this sitemap or sitemap index (repeatable; may be gzipped)",
+    ),
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that define a crawl, shared by ``crawl`` and ``seed``."""
+    defaults = {f.name: f.default for f in msgspec.structs.fields(CrawlPolicy)}
+    p.add_argument("--crawl-id", type=_crawl_id, help="name of the crawl (resume with the same)")
+    for field, parse, what, text in _NUMBERS:
+        metavar = "BYTES" if field == "max_body" else None
+        p.add_argument(
+            "--" + field.replace("_", "-"),
+            type=_policy_value(field, parse, what),
+            default=defaults[field],
+            metavar=metavar,
+            help=text,
+        )
+    for flag, metavar, kind, text in _LISTS:
+        p.add_argument(flag, action="append", default=[], type=kind, metavar=metavar, help=text)
+    p.add_argument(
+        "--user-agent",
+        default=DEFAULT_USER_AGENT,
+        help="User-Agent; its product token selects the robots.txt group",
+    )
+    for flag, _field, _turns_off, text in _SWITCHES:
+        p.add_argument(flag, action="store_true", help=text)
+
+
+def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
+    """Build and validate the crawl policy; raises ``InvalidURL`` for a bad seed and
+    ``ConfigError`` for a spec outside the record's bounds (e.g. too many ``--allow-host``)."""
+    if not seeds and not args.sitemap:
+        raise ConfigError("a URL to crawl (or a --sitemap URL) is required")
+    if args.sitemap and args.no_sitemaps:
+        raise ConfigError("--sitemap and --no-sitemaps contradict each other")
+    numbers = {field: getattr(args, field) for field, *_ in _NUMBERS}
+    switches = {field: getattr(args, _dest(flag)) != off for flag, field, off, _ in _SWITCHES}
+    policy = CrawlPolicy(
+        crawl_id=crawl_id,
+        seeds=_canonical(seeds, "seed"),
+        allow_hosts=tuple(h.lower() for h in args.allow_host),
+        allow_domains=tuple(d.lower() for d in args.allow_domain),
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+        user_agent=args.user_agent,
+        connect_timeout=min(10.0, args.timeout),
+        sitemap_seeds=_canonical(args.sitemap, "sitemap"),
+        **numbers,
+        **switches,
+    )
+    try:
+        return check(policy)
+    except BadMessage as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _canonical(urls: Sequence[str], what: str) -> tuple[str, ...]:
+    """The canonical form of each of ``urls``; ``InvalidURL`` names the first bad one."""
+    from streamcrawl.agents.urls.canonical import canonicalize
+
+    canonical = []
+    for url in urls:
+        try:
+            canonical.append(canonicalize(url).url)
+        except InvalidURL as exc:
+            raise InvalidURL(f"invalid {what} URL {url!r}: {exc}") from None
+    return tuple(canonical)
+
+
+def add_allow_network_flag(p: argparse.ArgumentParser) -> None:
+    """``--allow-network`` of ``crawl`` and ``worker``: a process setting, never part of a crawl
+    spec (whoever starts a crawl must not widen what the workers' network may reach)."""
+    p.add_argument(
+        "--allow-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="also connect to this non-public network, e.g. 10.0.0.0/8 (repeatable; env "
+        "STREAMCRAWL_ALLOW_NETWORKS; default: public addresses only, plus the seeds' own "
+        "addresses for crawl)",
+    )
+
+
+def allowed_networks(args: argparse.Namespace) -> str:
+    """``--allow-network`` flags, else ``STREAMCRAWL_ALLOW_NETWORKS``, comma-separated."""
+    from streamcrawl.agents.net.guard import ENV_ALLOW_NETWORKS
+
+    return ",".join(args.allow_network) or os.environ.get(ENV_ALLOW_NETWORKS, "")

@@ -1,0 +1,266 @@
+"""The embedded wiring: every crawl stage in one process, state in RocksDB, output in files.
+
+The loop only orchestrates: the scheduler says what may start, ``Stages`` does the I/O, the
+frontier computes state changes, and one atomic write commits them with the output offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+from aiohttp.abc import AbstractResolver
+
+from streamcrawl.agents.content.listings import merge, seed_sitemaps
+from streamcrawl.agents.frontier.frontier import Frontier, admitted_count, load_origin, seen_key
+from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
+from streamcrawl.agents.frontier.store import META, ORIGINS, Changes, RocksStore, Store
+from streamcrawl.agents.net.fetch import make_session
+from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
+from streamcrawl.agents.net.stages import Report, Stages, wait_first
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.sinks.files import FilesSink
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
+
+log = logging.getLogger(__name__)
+
+_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
+OFFSETS_KEY = META + b"offsets"
+POLICY_KEY = META + b"policy"
+STOP_GRACE = 5.0  # seconds in-flight requests get to finish after Ctrl-C
+
+
+@dataclass
+class Summary:
+    """What a crawl did; printed at the end (``--json``: as one object)."""
+
+    crawl_id: str
+    states: Counter[str] = field(default_factory=Counter)
+    pages: int = 0
+    bytes: int = 0
+    retries: int = 0
+    duplicates: int = 0
+    queued: int = 0  # admitted URLs still waiting for a terminal state
+    elapsed: float = 0.0
+    interrupted: bool = False
+    out_dir: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "crawl_id": self.crawl_id,
+            "pages": self.pages,
+            "states": dict(sorted(self.states.items())),
+            "bytes": self.bytes,
+            "retries": self.retries,
+            "duplicates_filtered": self.duplicates,
+            "queued": self.queued,
+            "elapsed_s": round(self.elapsed, 3),
+            "pages_per_s": round(self.pages / self.elapsed, 2) if self.elapsed > 0 else 0.0,
+            "interrupted": self.interrupted,
+            "out_dir": self.out_dir,
+        }
+
+
+class EmbeddedCrawl:
+    """One crawl in one process; resumable from ``state_dir`` after any stop, even ``kill -9``."""
+
+    def __init__(
+        self,
+        policy: CrawlPolicy,
+        *,
+        out_dir: Path,
+        state_dir: Path,
+        concurrency: int = 64,
+        store: Store | None = None,
+        allow_networks: Sequence[IPNetwork] = (),
+        resolver: AbstractResolver | None = None,
+    ) -> None:
+        """``allow_networks``: non-public networks fetches may reach (the SSRF guard); the
+        addresses the seeds' hosts resolve to at start are always allowed, so a local crawl
+        works, but a link to any other non-public address is refused (``blocked``).
+        ``resolver``: aiohttp's DNS resolver instead of the system's (tests)."""
+        self.policy = policy
+        self.allow_networks = tuple(allow_networks)
+        self.resolver = resolver
+        self.rules = CrawlRules.from_policy(policy)
+        self.out_dir = out_dir
+        self.concurrency = concurrency
+        self.store = store if store is not None else RocksStore(state_dir / policy.crawl_id)
+        offsets = self.store.get(OFFSETS_KEY)
+        committed = tuple(int(x) for x in offsets.split(b",")) if offsets else (0, 0)
+        self.sink = FilesSink(out_dir, (committed[0], committed[1]))
+        self.frontier = Frontier()
+        self.scheduler = Scheduler(self.store, self._rules_for)
+        self.summary = Summary(crawl_id=policy.crawl_id, out_dir=str(out_dir))
+        self._stopping = asyncio.Event()
+        self._progress: ProgressHook | None = None
+
+    def _rules_for(self, crawl_id: str) -> CrawlRules | None:
+        return self.rules if crawl_id == self.policy.crawl_id else None
+
+    def stop(self) -> None:
+        """Stop dispatching; in-flight requests get ``STOP_GRACE`` seconds to finish."""
+        self._stopping.set()
+
+    def _seen(self, crawl_id: str, url: str) -> bool:
+        return self.store.get(seen_key(crawl_id, url)) is not None
+
+    def _restore(self) -> None:
+        """Index every origin with queued URLs (a resumed crawl) and admit the seeds."""
+        for _, raw in self.store.scan(ORIGINS):
+            state = _decode_origin(raw)
+            if state.head < state.tail:
+                self.scheduler.track(state)
+                self.summary.queued += state.tail - state.head
+        seeds: dict[str, list[UrlRef]] = {}
+        for seed in self.policy.seeds:
+            canon = self.rules.canonicalizer.canonicalize(seed)
+            seeds.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
+        ch = Changes(self.store)
+        statuses = []
+        batches = [
+            FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
+            for origin, refs in seeds.items()
+        ]
+        for batch in merge([*batches, *seed_sitemaps(self.rules)]):
+            admission = self.frontier.admit(ch, batch, self.rules, budget=self._budget(ch))
+            statuses.extend(admission.statuses)
+            self.summary.queued += len(admission.queued)
+            if admission.state is not None:
+                self.scheduler.track(admission.state)
+        self._commit(ch, None, statuses)
+        self.store.write({POLICY_KEY: msgspec.json.encode(self.policy)})
+
+    def _budget(self, ch: Changes) -> int | None:
+        if self.policy.max_pages is None:
+            return None
+        return max(0, self.policy.max_pages - admitted_count(ch, self.policy.crawl_id))
+
+    def _commit(self, ch: Changes, report: Report | None, statuses: list[UrlStatus]) -> None:
+        page = report.page if report is not None else None
+        if page is not None and page.body is not None and not self.policy.store_bodies:
+            page = msgspec.structs.replace(page, body=None)  # no page stream here: files only
+        self.sink.write(page, statuses)
+        pages_off, urls_off = self.sink.offsets()
+        ch.commit({OFFSETS_KEY: f"{pages_off},{urls_off}".encode()})
+        for status in statuses:
+            self.summary.states[status.state] += 1
+        if page is not None:
+            self.summary.pages += 1
+            self.summary.bytes += page.body_bytes
+
+    def _apply(self, report: Report) -> None:
+        """Admit discovered links, apply the outcome, write output, commit: one transaction."""
+        ch = Changes(self.store)
+        statuses = []
+        touched: list[OriginState] = []
+        pending = list(report.batches)
+        while pending:
+            batch = pending.pop()
+            admission = self.frontier.admit(ch, batch, self.rules, budget=self._budget(ch))
+            statuses.extend(admission.statuses)
+            self.summary.duplicates += admission.duplicates
+            self.summary.queued += len(admission.queued)
+            if admission.state is not None and admission.queued:
+                touched.append(admission.state)
+            for origin, refs in admission.misrouted.items():
+                pending.append(
+                    FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs))
+                )
+        applied = self.frontier.apply(ch, report.outcome, self.rules)
+        if not applied.replayed:  # committed with the state: a repeat would be a second line
+            statuses.extend(applied.statuses)
+            self.summary.queued -= len(applied.statuses)
+        if applied.retried:
+            self.summary.retries += 1
+        self._commit(ch, report, statuses)
+        for state in touched:
+            if state.origin != report.outcome.origin:
+                self.scheduler.track(load_origin(self.store, state.origin))
+        self.scheduler.done(report.outcome.origin, report.outcome.seq, applied.state)
+
+    async def run(self, progress: ProgressHook | None = None) -> Summary:
+        """Crawl until every queued URL has a terminal state, or until ``stop()``."""
+        self._progress = progress
+        started = time.monotonic()
+        self._restore()
+        tasks: dict[asyncio.Task[Report], Dispatch] = {}
+        session = make_session(
+            self.policy, guard=await self._guard(), limit=self.concurrency, resolver=self.resolver
+        )
+        stages = Stages(session, self._seen)
+        try:
+            while not self._stopping.is_set():
+                room = self.concurrency - len(tasks)
+                for d in self.scheduler.take(time.time(), room) if room > 0 else []:
+                    tasks[asyncio.create_task(stages.run(d))] = d
+                if not tasks and self.scheduler.next_ready_at() is None:
+                    break  # nothing queued, nothing in flight: the crawl is complete
+                await self._wait(tasks)
+                self._report_progress(tasks)
+            if tasks:
+                self.summary.interrupted = True
+                done, _ = await asyncio.wait(tasks, timeout=STOP_GRACE)
+                for task in done:
+                    self._finish(task, tasks)
+                for task in list(tasks):
+                    task.cancel()  # abandoned: still at its queue head, fetched on resume
+                await asyncio.gather(*tasks, return_exceptions=True)
+            elif self._stopping.is_set():
+                self.summary.interrupted = True
+        finally:
+            await session.close()
+            self.summary.elapsed = time.monotonic() - started
+            self.sink.close()
+            self.store.close()
+        return self.summary
+
+    async def _guard(self) -> AddressGuard:
+        seeds = await seed_addresses((*self.policy.seeds, *self.policy.sitemap_seeds))
+        if seeds:
+            log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
+        return AddressGuard(self.allow_networks).with_addresses(seeds)
+
+    async def _wait(self, tasks: dict[asyncio.Task[Report], Dispatch]) -> None:
+        ready_at = self.scheduler.next_ready_at()
+        timeout = None if ready_at is None else max(0.0, ready_at - time.time())
+        if tasks and len(tasks) >= self.concurrency:
+            timeout = None
+        done = await wait_first(tasks, self._stopping, timeout)
+        for task in done:
+            if task in tasks:
+                self._finish(task, tasks)  # type: ignore[arg-type]
+
+    def _finish(
+        self, task: asyncio.Task[Report], tasks: dict[asyncio.Task[Report], Dispatch]
+    ) -> None:
+        tasks.pop(task)
+        # ``Stages.run`` never raises: a stage that failed is an ``internal`` retry outcome.
+        self._apply(task.result())
+
+    def _report_progress(self, tasks: dict[asyncio.Task[Report], Dispatch]) -> None:
+        if self._progress is not None:
+            self._progress(self.summary, len(tasks), len(self.scheduler))
+
+
+class ProgressHook(Protocol):
+    """Told after each step: (summary, requests in flight, origins with work)."""
+
+    def __call__(self, summary: Summary, in_flight: int, origins: int) -> None: ...
+
+
+def install_signal_handlers(crawl: EmbeddedCrawl) -> None:
+    """SIGINT/SIGTERM stop dispatching; a second SIGINT is not caught specially (asyncio)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, crawl.stop)

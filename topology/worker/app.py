@@ -1,0 +1,371 @@
+"""The Faust app of the Kafka wiring: topics, tables, agents, services and web endpoints.
+
+Wiring only (docs/architecture.md, "The Kafka topology"); the crawl logic is in the pure
+stages. One ``create_app`` call per worker (no module-level app):
+
+- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
+- ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
+- the sink: a plain consumer of ``pages`` + ``status`` in its own group ``<prefix>-sink``
+  (when ``settings.sink_enabled``);
+- ``SharedView``: every crawl spec (``control``) and page-budget count (``<prefix>.budget``);
+- ``GET /metrics`` (Prometheus), ``/healthz`` (the loop runs), ``/readyz`` (partitions assigned,
+  tables recovered, specs read, and neither Kafka nor Cassandra unreachable for longer than
+  ``unready_after_s``: ``agents/stream/health.py``).
+
+Exactly-once and the ``confluent://`` transport are deliberately not used (docs/architecture.md
+says why).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import faust
+from faust.types import TP
+from faust.web import Request, Response, View
+from mode import Service
+
+from streamcrawl.agents.sinks.contract import Sink
+from streamcrawl.agents.stream.control import SharedView
+from streamcrawl.agents.stream.fetch_service import FetchService
+from streamcrawl.agents.stream.frontier_agent import FrontierAgent
+from streamcrawl.agents.stream.health import Health, kafka_probe, sink_probe
+from streamcrawl.agents.stream.metrics import CONTENT_TYPE, Metrics
+from streamcrawl.agents.stream.partitioner import key_partition
+from streamcrawl.agents.stream.sink_agent import SinkConsumer
+from streamcrawl.agents.stream.tables import TableStore
+from streamcrawl.topology.admin.topics import app_id, sink_group
+from streamcrawl.topology.settings import Settings
+from streamcrawl.topology.worker.acks import (
+    committed_offset,
+    log_start_offset,
+    refuse_untracked_acks,
+    untrack,
+)
+from streamcrawl.topology.worker.batching import DurableCommit, run_batches
+from streamcrawl.topology.worker.clients import (
+    aiokafka_connection,
+    faust_credentials,
+    fetch_in_windows,
+    fetch_worker_in_windows,
+)
+from streamcrawl.topology.worker.rebalance import RebalanceGate
+from streamcrawl.topology.worker.table_reads import DirectReads
+from streamcrawl.topology.worker.table_stores import RocksTable
+
+log = logging.getLogger(__name__)
+
+HEALTH_STALE = 30.0  # /healthz fails when the dispatch loop has not run for this long
+
+
+def broker_urls(settings: Settings) -> list[str]:
+    """``kafka://host:port`` for every bootstrap server."""
+    return [f"kafka://{host}" for host in settings.kafka_bootstrap.split(",")]
+
+
+def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
+    """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests)."""
+    prefix = settings.topic_prefix
+    app = faust.App(
+        app_id(settings),
+        broker=broker_urls(settings),
+        broker_credentials=faust_credentials(settings),
+        store="rocksdb://",
+        Table=RocksTable,  # its store closes revoked databases without a full collection
+        datadir=str(settings.state_dir),
+        table_standby_replicas=settings.standby_replicas,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
+        topic_disable_leader=True,
+        web_port=settings.web_port,
+        web_bind=settings.web_host,
+        key_serializer="raw",
+        value_serializer="raw",
+        producer_max_request_size=settings.max_message_bytes,
+        # Pages carry their bodies: compressed by the producer (the topic's zstd keeps them).
+        producer_compression_type="zstd",
+        producer_partitioner=key_partition,  # the default one, each key hashed once
+        consumer_max_fetch_size=settings.max_message_bytes,
+        broker_commit_interval=1.0,
+        # A worker killed -9 hands its partitions over after this (Faust's default is 60 s);
+        # the rebalance timeout leaves room for REVOKE_GRACE of in-flight requests.
+        broker_session_timeout=15.0,
+        broker_heartbeat_interval=3.0,
+        broker_rebalance_timeout=40.0,
+        autodiscover=False,
+    )
+    metrics = Metrics()
+    fetch_worker_in_windows(app)  # while records come, fetches wait up to 100 ms for more
+
+    def topic(*shorts: str, **kwargs: Any) -> Any:
+        return app.topic(
+            *(f"{prefix}.{s}" for s in shorts),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            **kwargs,
+        )
+
+    out = {s: topic(s, internal=False) for s in ("frontier", "outcomes", "pages", "status")}
+    out["budget"] = topic("budget", internal=True, partitions=1, compacting=True)
+    out["counts"] = topic("counts", internal=False)  # created by `admin create-topics`
+
+    async def publish(
+        short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
+    ) -> None:
+        """Send and wait for every ack (Faust ``send`` returns the delivery future).
+
+        ``on_commit``: send now without waiting. Before Faust commits an offset it flushes the
+        producer (``Consumer._commit_offsets``), so these are acked before the offset of the
+        event that sent them is committed; one that fails for good crashes the worker, so that
+        its event is replayed rather than committed without it. (Not Faust's attachments,
+        ``stream_publish_on_commit``: they are only sent when the partition's offset commits,
+        and a partition whose commit stalls held its statuses back; seen in the kill -9 test.)
+        """
+        # The producer itself, not ``Topic.send``: Faust's per-send sensors and message
+        # futures were 5 % of a saturated worker's samples (py-spy, 8 x 500).
+        topic_name = f"{prefix}.{short}"
+        producer = app.producer
+        futures: list[Any] = [  # asyncio futures of the acks (aiokafka's)
+            await producer.send(topic_name, k, v, None, None, None) for k, v in items
+        ]
+        if on_commit:
+            for fut in futures:
+                fut.add_done_callback(delivered)
+        else:
+            for fut in futures:
+                await fut
+        metrics.messages_sent.labels(short).inc(len(items))
+
+    def delivered(fut: Any) -> None:
+        if fut.cancelled() or fut.exception() is None:
+            return
+        log.critical("a message of the frontier agent was not delivered: %r", fut.exception())
+        app.add_future(app.crash(fut.exception()))
+
+    async def mark(partition: int, value: bytes) -> None:
+        """Send ``value`` to one partition of ``outcomes`` and wait for the ack."""
+        fut = await out["outcomes"].send(key=None, value=value, partition=partition, force=True)
+        await fut
+
+    def unstick(partition: int) -> None:
+        """Put the frontier agent's input partitions back among those the consumer fetches."""
+        tps = {TP(f"{prefix}.{short}", partition) for short in ("frontier", "outcomes")}
+        app.consumer.resume_partitions(tps)
+
+    def table(name: str) -> Any:
+        # key_type/value_type bytes select the "raw" serializer for the table and changelog.
+        return app.Table(
+            name,
+            key_type=bytes,
+            value_type=bytes,
+            partitions=settings.partitions,
+            options=table_options(settings),
+        )
+
+    tables = {name: table(name) for name in ("seen", "pending", "origins")}
+    store = TableStore(*(DirectReads(tables[n]) for n in ("seen", "pending", "origins")))
+    view = SharedView(
+        aiokafka_connection(settings),
+        f"{prefix}.control",
+        f"{prefix}.budget",
+        metrics,
+        tune_consumer=fetch_in_windows,
+    )
+    rebalancing = RebalanceGate(app)
+    fetcher = FetchService(
+        store=store,
+        view=view,
+        publish=publish,
+        mark=mark,
+        unstick=unstick,
+        metrics=metrics,
+        partitions=settings.partitions,
+        concurrency=settings.concurrency,
+        page_bytes=settings.max_message_bytes,
+        max_origins=settings.max_origins_in_memory,
+        halted=lambda: bool(app.should_stop),
+        rebalancing=rebalancing,
+        guard=settings.address_guard(),
+    )
+    frontier = FrontierAgent(
+        store=store,
+        view=view,
+        publish=publish,
+        hook=fetcher,
+        metrics=metrics,
+        partitions=settings.partitions,
+        commit=DurableCommit(app, prefix, tables, metrics),
+        committed=lambda topic, partition: committed_offset(app.consumer, topic, partition),
+        log_start=lambda topic, partition: log_start_offset(app.consumer, topic, partition),
+    )
+    frontier_topic = f"{prefix}.frontier"
+
+    @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
+    async def apply_frontier(stream: Any) -> None:
+        # Batches of what is buffered, acknowledged once durable (topology/worker/batching.py); an
+        # event the stream skipped is never acknowledged (topology/worker/acks.py).
+        refuse_untracked_acks(app.consumer, {frontier_topic, f"{prefix}.outcomes"})
+        await run_batches(stream, frontier, metrics, untrack=lambda e: untrack(app.consumer, e))
+
+    sinker = None
+    if settings.sink_enabled:
+        sinker = SinkConsumer(
+            aiokafka_connection(settings),
+            settings.max_message_bytes,
+            [f"{prefix}.pages", f"{prefix}.status"],
+            sink_group(settings),
+            _sink_opener(settings, sink),
+            metrics,
+            keep_body=lambda crawl_id: _stores_bodies(view, crawl_id),
+            tune_consumer=fetch_in_windows,
+        )
+
+    def owned() -> set[int]:
+        return {
+            tp.partition for tp in app.assignor.assigned_actives() if tp.topic == frontier_topic
+        }
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def on_revoked(_app: Any, revoked: set[TP], **_: Any) -> None:
+        await fetcher.revoke({tp.partition for tp in revoked if tp.topic == frontier_topic})
+
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
+    async def on_assigned(_app: Any, assigned: set[TP], **_: Any) -> None:
+        # Sent before the recovery of this generation starts: its assignment.
+        rebalancing.assigned()
+        fetcher.assigned({tp.partition for tp in assigned if tp.topic == frontier_topic})
+
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
+    async def on_recovered(_app: Any, **_: Any) -> None:
+        # Sent by Faust once table recovery finished: the tables are complete now (or a
+        # recovery of an earlier generation ended: FetchService.rebuild ignores that one).
+        fetcher.rebuild(owned())
+
+    probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings), frontier_topic)
+    probes = {"kafka": probe_kafka}
+    if sinker is not None:
+        probes["cassandra"] = sink_probe(lambda: sinker.sink)
+    health = Health(probes, metrics, unready_after=settings.unready_after_s)
+
+    @app.service
+    class WorkerServices(Service):
+        """Starts the shared view, then the fetcher (after the first table recovery)."""
+
+        async def on_start(self) -> None:
+            await out["budget"].maybe_declare()
+            await self.add_runtime_dependency(health)
+            await self.add_runtime_dependency(view)
+            if settings.fetch_enabled:
+                await self.add_runtime_dependency(fetcher)
+            if sinker is not None:
+                await self.add_runtime_dependency(sinker)
+
+        async def on_stop(self) -> None:
+            await close_probe()
+
+    _add_pages(app, fetcher, view, health, sinker)
+    return app
+
+
+def table_options(settings: Settings) -> dict[str, int]:
+    """Faust RocksDB options for one table partition, within ``settings.table_memory_mb``.
+
+    Faust's defaults (64 MiB memtables x 3, a 2 GiB block cache, per table *and* partition)
+    let a worker's RSS grow with the crawl for its first hundreds of thousands of pages: every
+    frontier write stays in a memtable until it fills. Half the budget goes to two memtables,
+    half to the block cache; a new dict per table, as Faust pops keys out of it.
+    """
+    quarter = settings.table_memory_mb * 1024 * 1024 // 4
+    return {
+        "write_buffer_size": quarter,
+        "max_write_buffer_number": 2,
+        "block_cache_size": 2 * quarter,
+        "bloom_filter_size": 10,
+    }
+
+
+def _stores_bodies(view: SharedView, crawl_id: str) -> bool:
+    """The crawl asked the sink to keep bodies (``--store-bodies``); unknown crawl: no."""
+    rules = view.rules(crawl_id)
+    return rules is not None and rules.policy.store_bodies
+
+
+def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitable[Sink]]:
+    """The sink to write to: ``sink`` (tests), else Cassandra, connected when first needed."""
+
+    async def open_sink() -> Sink:
+        if sink is not None:
+            return sink
+        from streamcrawl.agents.sinks.cassandra.sink import CassandraSink
+
+        cassandra = CassandraSink(settings.cassandra_config())
+        await cassandra.start()
+        return cassandra
+
+    return open_sink
+
+
+def _add_pages(
+    app: faust.App,
+    fetcher: FetchService,
+    view: SharedView,
+    health: Health,
+    sinker: SinkConsumer | None,
+) -> None:
+    metrics = health.metrics
+
+    def ready() -> tuple[bool, str]:
+        unready = health.unready()
+        if unready is not None:
+            return False, unready
+        recovery = app.tables.recovery  # type: ignore[attr-defined]
+        if app.rebalancing or not recovery.completed.is_set():
+            return False, "table recovery in progress"
+        if not fetcher.owned:
+            return False, "no partitions assigned"
+        if not view.ready.is_set():
+            return False, "crawl specs not read yet"
+        return True, "ready"
+
+    @app.page("/healthz")
+    async def healthz(self: View, request: Request) -> Response:
+        stale = fetcher.loop_alive and time.time() - fetcher.loop_alive > HEALTH_STALE
+        if stale:
+            return self.text("dispatch loop stalled\n", status=503)
+        return self.text("ok\n")
+
+    @app.page("/readyz")
+    async def readyz(self: View, request: Request) -> Response:
+        ok, why = ready()
+        return self.text(why + "\n", status=200 if ok else 503)
+
+    @app.page("/metrics")
+    async def metrics_page(self: View, request: Request) -> Response:
+        for partition, size in fetcher.queue_sizes().items():
+            metrics.queue_size.labels(str(partition)).set(size)
+        _consumer_lag(app, metrics)
+        if sinker is not None:
+            sinker.update_lag()
+        # As a header: aiohttp refuses a charset inside its content_type argument.
+        return self.bytes(metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def _consumer_lag(app: faust.App, metrics: Metrics) -> None:
+    metrics.consumer_lag.clear()
+    try:
+        consumer = app.consumer
+        for tp in consumer.assignment():
+            if tp.topic.endswith("-changelog"):
+                continue
+            read = consumer._read_offset.get(tp)  # type: ignore[attr-defined]
+            high = consumer.highwater(tp)
+            if high is not None:
+                lag = max(0, high - (read + 1 if read is not None else 0))
+                metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
+    except Exception:  # not started / rebalancing: lag is unknown, not an error
+        log.debug("consumer lag unavailable", exc_info=True)
