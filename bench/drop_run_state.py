@@ -10,10 +10,10 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient
 
 from streamcrawl.agents.sinks.cassandra.driver import connect
+from streamcrawl.topology.admin.config import librdkafka_config
 from streamcrawl.topology.admin.errors import ConnectionErrors
 from streamcrawl.topology.admin.topics import existing_partitions
 from streamcrawl.topology.settings import Settings, load_settings
-from streamcrawl.topology.worker.clients import librdkafka_config
 
 
 def drop_topics(settings: Settings) -> None:

@@ -27,15 +27,15 @@ def main(partitions: int, states: int, runs: int) -> None:
     from confluent_kafka import Producer
 
     from streamcrawl.agents.stream.counts import CrawlCounts, PartitionCounts
+    from streamcrawl.topology.admin import config as admin_config
     from streamcrawl.topology.admin import status as kafka_status
     from streamcrawl.topology.admin import topics as admin
     from streamcrawl.topology.settings import load_settings
-    from streamcrawl.topology.worker import clients as kafka_clients
 
     prefix = "bench-status-" + uuid.uuid4().hex[:8]
     settings = load_settings(topic_prefix=prefix, partitions=partitions)
     admin.create_topics(settings)
-    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+    producer = Producer(admin_config.librdkafka_producer_config(settings))
     share = states // partitions
     for p in range(partitions):
         n = share + (states - share * partitions if p == 0 else 0)

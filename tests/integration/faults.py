@@ -230,9 +230,9 @@ def changelog_records(
     """Every (offset, key, value) of one changelog partition, in order."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamcrawl.topology.worker import clients as kafka_clients
+    from streamcrawl.topology.admin import config as admin_config
 
-    conf = kafka_clients.librdkafka_config(cluster.settings())
+    conf = admin_config.librdkafka_config(cluster.settings())
     consumer = Consumer(conf | {"group.id": f"check-{topic}", "enable.auto.commit": False})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)

@@ -25,9 +25,9 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
-from streamcrawl.topology.worker import clients as kafka_clients
 from tests.httpserver import RecordingServer, html, text
 from tests.integration.site_process import RemoteServer
 from tests.integration.site_process import serve_site as serve_site
@@ -177,7 +177,7 @@ class Cluster:
 
     def _delete_topics(self) -> None:
         settings = self.settings()
-        client = AdminClient(kafka_clients.librdkafka_config(settings))
+        client = AdminClient(admin_config.librdkafka_config(settings))
         ours = (f"{settings.topic_prefix}.", f"{settings.topic_prefix}-")
         names = [t for t in client.list_topics(timeout=10).topics if t.startswith(ours)]
         for future in client.delete_topics(names, operation_timeout=10).values():

@@ -17,9 +17,9 @@ from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema
 from streamcrawl.agents.sinks.cassandra.sink import TABLES
 from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
-from streamcrawl.topology.worker import clients as kafka_clients
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
 SHORT = ("frontier", "outcomes", "pages", "status", "control", "counts")
@@ -55,7 +55,7 @@ def test_create_topics_is_idempotent_and_applies_configs(
     second = admin.create_topics(settings)
     assert all(line.startswith("exists ") for line in second), second
 
-    client = AdminClient(kafka_clients.librdkafka_config(settings))
+    client = AdminClient(admin_config.librdkafka_config(settings))
     partitions = admin.existing_partitions(client, settings)
     assert {partitions[f"{topic_prefix}.{short}"] for short in SHORT} == {3}
     pages = topic_config(client, f"{topic_prefix}.pages")
@@ -72,7 +72,7 @@ def test_create_topics_is_idempotent_and_applies_configs(
 @pytest.mark.integration
 def test_existing_topic_gets_our_configs(kafka_bootstrap: str, topic_prefix: str) -> None:
     settings = kafka_settings(kafka_bootstrap, topic_prefix)
-    client = AdminClient(kafka_clients.librdkafka_config(settings))
+    client = AdminClient(admin_config.librdkafka_config(settings))
     name = f"{topic_prefix}.pages"
     client.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result()
     admin.wait_for_topics(client, [name])
@@ -93,7 +93,7 @@ def test_partition_mismatch_is_refused_before_any_change(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     settings = kafka_settings(kafka_bootstrap, topic_prefix, partitions=3)
-    client = AdminClient(kafka_clients.librdkafka_config(settings))
+    client = AdminClient(admin_config.librdkafka_config(settings))
     name = f"{topic_prefix}.frontier"
     client.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])[name].result()
     admin.wait_for_topics(client, [name])

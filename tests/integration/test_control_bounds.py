@@ -15,6 +15,7 @@ from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import MAX_SEEDS, CrawlPolicy
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 from streamcrawl.topology.worker import clients as kafka_clients
@@ -31,7 +32,7 @@ def topics(kafka_bootstrap: str, topic_prefix: str) -> tuple[Settings, str]:
     settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix)
     admin.create_topics(settings)
     budget = f"{topic_prefix}.budget"
-    client = AdminClient(kafka_clients.librdkafka_config(settings))
+    client = AdminClient(admin_config.librdkafka_config(settings))
     for future in client.create_topics([NewTopic(budget, 1, 1)]).values():
         future.result(30)
     return settings, budget
@@ -52,7 +53,7 @@ async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_rea
         (b"regex", hostile("regex", include=["("])),
         (b"later", encode(CrawlPolicy(crawl_id="later", seeds=(URL,)))),
     ]
-    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+    producer = Producer(admin_config.librdkafka_producer_config(settings))
     for key, value in messages:
         producer.produce(admin.topic_name(settings, "control"), key=key, value=value)
     assert producer.flush(30) == 0
@@ -106,7 +107,7 @@ async def test_an_idle_view_is_ready_at_once_sees_a_new_spec_at_once_and_stops_a
         await asyncio.wait_for(view.ready.wait(), 60)
         assert loop.time() - started < 2.0
         await asyncio.sleep(4.0)  # idle: the reader is in its long poll and fetch
-        producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+        producer = Producer(admin_config.librdkafka_producer_config(settings))
         producer.produce(
             admin.topic_name(settings, "control"),
             key=b"new",

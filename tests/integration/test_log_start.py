@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streamcrawl.topology.worker import clients as kafka_clients
+from streamcrawl.topology.admin import config as admin_config
 from tests.integration.faults import check_crawl
 from tests.integration.site import Cluster, serve_site
 
@@ -26,7 +26,7 @@ def start_logs_past_zero(cluster: Cluster, partitions: int) -> None:
     """Each partition of ``frontier`` and ``outcomes`` holds ``DELETED`` records, then has
     them deleted (as retention would): its log starts at ``DELETED``, nothing committed."""
     settings = cluster.settings()
-    conf = kafka_clients.librdkafka_config(settings)
+    conf = admin_config.librdkafka_config(settings)
     topics = [f"{settings.topic_prefix}.{short}" for short in ("frontier", "outcomes")]
     producer = Producer(conf)
     for topic in topics:

@@ -26,9 +26,9 @@ from streamcrawl.agents.sinks.cassandra.sink import CassandraSink
 from streamcrawl.agents.stream.counts import CrawlCounts, PartitionCounts
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import SCHEMA_VERSION, Outlink, Page, TerminalState, UrlStatus
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import load_settings
-from streamcrawl.topology.worker import clients as kafka_clients
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas" / "json"
@@ -135,7 +135,7 @@ def value_of(page: Page) -> bytes:
 def produce(bootstrap: str, prefix: str, pages: list[Page]) -> None:
     settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix)
     # zstd like the workers' producer: a foreign consumer decompresses it transparently
-    conf = kafka_clients.librdkafka_producer_config(settings) | {"compression.type": "zstd"}
+    conf = admin_config.librdkafka_producer_config(settings) | {"compression.type": "zstd"}
     producer = Producer(conf)
     for page in pages:
         producer.produce(f"{prefix}.pages", key=page.origin.encode(), value=value_of(page))
@@ -295,7 +295,7 @@ def test_status_reads_one_counts_message_per_partition(
         kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix, partitions=partitions
     )
     admin.create_topics(settings)
-    producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+    producer = Producer(admin_config.librdkafka_producer_config(settings))
     counts_topic = f"{topic_prefix}.counts"
     for p in range(partitions):
         stale = PartitionCounts(partition=p, crawls={"big": CrawlCounts(states={"fetched": 7})})
@@ -317,7 +317,7 @@ def test_status_reads_one_counts_message_per_partition(
         producer.produce(f"{topic_prefix}.pages", key=page.origin.encode(), value=encode(page))
     assert producer.flush(30) == 0
     group = {"group.id": admin.sink_group(settings)}
-    sink = Consumer(kafka_clients.librdkafka_config(settings) | group)
+    sink = Consumer(admin_config.librdkafka_config(settings) | group)
     pages_partition = murmur2_partition(ORIGINS[0].encode(), partitions)
     sink.commit(offsets=[TopicPartition(f"{topic_prefix}.pages", pages_partition, 2)],
                 asynchronous=False)  # fmt: skip

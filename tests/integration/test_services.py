@@ -17,8 +17,8 @@ from aiokafka.partitioner import murmur2
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from streamcrawl.topology.admin.config import librdkafka_producer_config
 from streamcrawl.topology.settings import load_settings
-from streamcrawl.topology.worker.clients import librdkafka_producer_config
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
-from streamcrawl.topology.worker import clients as kafka_clients
 from tests.integration.site import STREAMCRAWL, Cluster, page_requests, serve_site
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
@@ -96,7 +96,7 @@ def test_replaying_the_sink_topics_leaves_the_same_rows(crawled: dict[str, Any])
     settings = cluster.settings()
     sink_topics = [admin.topic_name(settings, t) for t in ("pages", "status")]
     group = admin.sink_group(settings)
-    client = AdminClient(kafka_clients.librdkafka_config(settings))
+    client = AdminClient(admin_config.librdkafka_config(settings))
     reset = ConsumerGroupTopicPartitions(
         group, [TopicPartition(t, p, 0) for t in sink_topics for p in range(settings.partitions)]
     )
@@ -116,7 +116,7 @@ def test_bad_messages_are_logged_counted_and_skipped(tmp_path: Path) -> None:
         with serve_site(1, 10) as servers:
             origin = servers[0].origin
             settings = cluster.settings()
-            producer = Producer(kafka_clients.librdkafka_producer_config(settings))
+            producer = Producer(admin_config.librdkafka_producer_config(settings))
             garbage = [b"not json", b'{"v": 99}', b"{}"]
             for short in ("frontier", "outcomes", "pages", "status"):
                 for value in garbage:
@@ -151,7 +151,7 @@ def fetch_starts(cluster: Cluster) -> dict[str, list[float]]:
 
 def end_offsets(settings: Any, topics: list[str]) -> dict[tuple[str, int], int]:
     """High watermark of every partition of ``topics`` (no compaction: = message count)."""
-    consumer = Consumer(kafka_clients.librdkafka_config(settings) | {"group.id": "offsets-probe"})
+    consumer = Consumer(admin_config.librdkafka_config(settings) | {"group.id": "offsets-probe"})
     try:
         return {
             (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]

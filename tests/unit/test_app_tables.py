@@ -32,7 +32,7 @@ def test_the_worker_keeps_the_root_logger_at_the_configured_level(tmp_path: Path
     builds a LogRecord on the hot path."""
     import logging
 
-    from streamcrawl.topology.cli.kafka_commands import make_worker
+    from streamcrawl.topology.worker.run import make_worker
 
     root = logging.getLogger()
     saved = (root.level, list(root.handlers))

@@ -25,6 +25,7 @@ from streamcrawl.topology.cli import crawl as crawl_command
 from streamcrawl.topology.cli import demo, kafka_commands
 from streamcrawl.topology.cli import main as cli
 from streamcrawl.topology.worker import app as app_module
+from streamcrawl.topology.worker import run as worker_run
 from tests.unit.test_kafka_messages import page
 
 URL = "http://127.0.0.1:9/"
@@ -113,14 +114,12 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
             seen["follow"] = follow
             yield Message(encode(page()))  # a page of crawl "c"
 
-        import confluent_kafka
-
         monkeypatch.setattr(crawl_command, "run_embedded", embedded)
         monkeypatch.setattr(demo, "run_embedded", embedded)
         monkeypatch.setattr(demo, "serve_demo_site", demo_site)
         monkeypatch.setattr(kafka_commands, "load_settings", load_settings)
-        monkeypatch.setattr(kafka_commands, "make_worker", make_worker)
-        monkeypatch.setattr(kafka_commands, "_check_services", lambda settings: None)
+        monkeypatch.setattr(worker_run, "make_worker", make_worker)
+        monkeypatch.setattr(worker_run, "check_services", lambda settings: None)
         monkeypatch.setattr(app_module, "create_app", lambda settings: None)
         monkeypatch.setattr(admin, "publish_control", publish_control)
         monkeypatch.setattr(admin, "assign_all", assign_all)
@@ -128,7 +127,7 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         monkeypatch.setattr(admin, "create_topics", lambda settings: [])
         monkeypatch.setattr(admin, "read_control", lambda settings: {})  # no crawl is known
         monkeypatch.setattr(kafka_commands, "_status_report", status_report)
-        monkeypatch.setattr(confluent_kafka, "Consumer", Consumer)
+        monkeypatch.setattr(admin, "Consumer", Consumer)
         monkeypatch.setattr(logging, "basicConfig", lambda **kw: seen.update(logging=kw))
         monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # as on a terminal
         with contextlib.suppress(Handed):

@@ -14,6 +14,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from pydantic import SecretStr
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker import clients as kafka_clients
 
@@ -42,7 +43,7 @@ def settings(**kw: Any) -> Settings:
 
 
 def librdkafka(s: Settings) -> dict[str, Any]:
-    conf = kafka_clients.librdkafka_config(s)
+    conf = admin_config.librdkafka_config(s)
     assert callable(conf.pop("logger").log)  # librdkafka's lines go to logging, not stderr
     return conf
 
@@ -130,7 +131,7 @@ def test_ssl_without_a_ca_file_verifies_with_the_system_cas() -> None:
 
 
 def test_producers_partition_like_faust() -> None:
-    conf = kafka_clients.librdkafka_producer_config(settings(max_message_bytes=2**21))
+    conf = admin_config.librdkafka_producer_config(settings(max_message_bytes=2**21))
     assert conf["partitioner"] == "murmur2_random"
     assert (conf["acks"], conf["enable.idempotence"]) == ("all", True)
     assert conf["message.max.bytes"] == 2**21 and conf["bootstrap.servers"] == BOOTSTRAP
@@ -157,7 +158,7 @@ def test_settings_that_cannot_work_are_refused(kw: dict[str, Any], message: str)
     for build in (
         kafka_clients.aiokafka_connection,
         kafka_clients.faust_credentials,
-        kafka_clients.librdkafka_config,
+        admin_config.librdkafka_config,
     ):
         with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
             build(s)
@@ -175,7 +176,12 @@ def test_the_password_is_a_secret_until_a_client_is_built() -> None:
     assert "s3cret" not in repr(kafka_clients.faust_credentials(s))
 
 
-ALLOWED_READERS = ("topology/worker/clients.py", "topology/settings.py", "topology/admin/errors.py")
+ALLOWED_READERS = (
+    "topology/admin/config.py",
+    "topology/worker/clients.py",
+    "topology/settings.py",
+    "topology/admin/errors.py",
+)
 
 
 def test_no_other_module_reads_the_kafka_client_settings() -> None:

@@ -18,10 +18,10 @@ from pydantic import SecretStr
 
 from streamcrawl.agents.sinks.cassandra import driver as sink_cassandra_driver
 from streamcrawl.agents.sinks.cassandra import sink as sink_cassandra
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 from streamcrawl.topology.worker import app as app_module
-from streamcrawl.topology.worker import clients as kafka_clients
 from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
 from tests.unit.worker_run import run_worker
 
@@ -173,7 +173,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         lambda s, build, mp: (
             [str(u) for u in build(s).app.conf.broker],
             build(s).fetch["view"].connection["bootstrap_servers"],
-            kafka_clients.librdkafka_config(s)["bootstrap.servers"],
+            admin_config.librdkafka_config(s)["bootstrap.servers"],
         ),
         (
             ["kafka://10.0.0.1:9999", "kafka://10.0.0.2:9999"],
@@ -187,7 +187,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         lambda s, build, mp: (
             type(build(s).app.conf.broker_credentials).__name__,
             build(s).fetch["view"].connection["security_protocol"],
-            kafka_clients.librdkafka_config(s)["security.protocol"],
+            admin_config.librdkafka_config(s)["security.protocol"],
         ),
         ("SSLCredentials", "SSL", "SSL"),
     ),
@@ -196,7 +196,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         "PLAIN",
         lambda s, build, mp: (
             build(s).app.conf.broker_credentials.mechanism.value,
-            kafka_clients.librdkafka_config(s)["sasl.mechanism"],
+            admin_config.librdkafka_config(s)["sasl.mechanism"],
         ),
         ("PLAIN", "PLAIN"),
     ),
@@ -205,7 +205,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         "someone-else",
         lambda s, build, mp: (
             build(s).app.conf.broker_credentials.username,
-            kafka_clients.librdkafka_config(s)["sasl.username"],
+            admin_config.librdkafka_config(s)["sasl.username"],
         ),
         ("someone-else", "someone-else"),
     ),
@@ -214,7 +214,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         SecretStr("other"),
         lambda s, build, mp: (
             build(s).app.conf.broker_credentials.password,
-            kafka_clients.librdkafka_config(s)["sasl.password"],
+            admin_config.librdkafka_config(s)["sasl.password"],
         ),
         ("other", "other"),
     ),
@@ -330,7 +330,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
             build(s).fetch["page_bytes"],
             build(s).sink[0][1],
             admin.topic_configs(s)["pages"]["max.message.bytes"],
-            kafka_clients.librdkafka_producer_config(s)["message.max.bytes"],
+            admin_config.librdkafka_producer_config(s)["message.max.bytes"],
         ),
         (2097152,) * 4 + ("2097152", 2097152),
     ),
@@ -373,7 +373,7 @@ def test_the_ca_file_reaches_every_kafka_client(
     import ssl
 
     s = settings_of(kafka_security_protocol="SSL", kafka_ssl_cafile="CAFILE")
-    assert kafka_clients.librdkafka_config(s)["ssl.ca.location"] == str(cafile)
+    assert admin_config.librdkafka_config(s)["ssl.ca.location"] == str(cafile)
     built = build(s)
     for context in (
         built.app.conf.broker_credentials.context,

@@ -11,6 +11,7 @@ import pytest
 from streamcrawl.topology.cli import kafka_commands
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker import app as app_module
+from streamcrawl.topology.worker import run as worker_run
 
 
 @dataclass
@@ -40,8 +41,8 @@ def run_worker(monkeypatch: pytest.MonkeyPatch) -> WorkerRun:
         def execute_from_commandline(self) -> None:
             ran.append((self.loglevel, self.app, gc.get_threshold()))
 
-    monkeypatch.setattr(kafka_commands, "make_worker", Worker)
-    monkeypatch.setattr(kafka_commands, "_check_services", lambda settings: None)  # no Kafka
+    monkeypatch.setattr(worker_run, "make_worker", Worker)
+    monkeypatch.setattr(worker_run, "check_services", lambda settings: None)  # no Kafka
     monkeypatch.setattr(app_module, "create_app", create_app)
     kafka_commands.cmd_worker(argparse.Namespace())
     (at_build,), ((loglevel, settings, at_run),) = built, ran

@@ -4,21 +4,18 @@ A broker that refuses a client's SASL credentials or presents a certificate the 
 does not verify looks, to the caller, like a broker that does not answer: librdkafka's
 ``list_topics`` and ``flush`` time out, aiokafka's bootstrap raises "Unable to bootstrap". The
 cause only reaches librdkafka's ``error_cb`` (``ConnectionErrors``) or aiokafka's connection
-exceptions (``check_worker_connection``, run before a worker starts); ``explain`` turns it into
-the ``CrawlError`` the CLI prints.
+exceptions (``topology.worker.clients.check_connection``, run before a worker starts);
+``explain`` turns it into the ``CrawlError`` the CLI prints.
 """
 
 from __future__ import annotations
 
-import asyncio
-import ssl
 from typing import Any
 
 from confluent_kafka import KafkaError
 
 from streamcrawl.agents.errors import CrawlError
 from streamcrawl.topology.settings import Settings
-from streamcrawl.topology.worker.clients import aiokafka_connection
 
 # librdkafka reports these at once and keeps retrying; either explains a failed connection.
 _FATAL_CODES = (KafkaError._AUTHENTICATION, KafkaError._SSL)
@@ -83,38 +80,3 @@ def _verify_reason(text: str) -> str:
     """``certificate verify failed: self-signed certificate in certificate chain``."""
     start = text.find("certificate verify failed")
     return text[start:].split(" (")[0].split(": broker certificate")[0]
-
-
-def check_worker_connection(settings: Settings, timeout: float) -> None:
-    """Connect to each bootstrap server the way the worker's aiokafka clients do (TLS, SASL);
-    return at the first that accepts us. Raises CrawlError naming the cause (refused
-    credentials, an untrusted certificate) or, when none answers, ``admin.unreachable``."""
-    from aiokafka.conn import create_conn
-    from aiokafka.errors import KafkaError as AioKafkaError
-    from aiokafka.errors import SaslAuthenticationFailed
-
-    kwargs: dict[str, Any] = dict(aiokafka_connection(settings))
-    kwargs.pop("bootstrap_servers")
-
-    async def attempt(host: str, port: int) -> BaseException | None:
-        try:
-            conn = await asyncio.wait_for(
-                create_conn(host, port, request_timeout_ms=int(timeout * 1000), **kwargs),
-                timeout,
-            )
-        except (OSError, TimeoutError, AioKafkaError) as exc:
-            return exc
-        conn.close()
-        return None
-
-    last: BaseException | None = None
-    for server in settings.kafka_bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
-        last = asyncio.run(attempt(host.strip("[]"), int(port or 9092)))
-        if last is None:
-            return
-        if isinstance(last, SaslAuthenticationFailed):
-            raise refused_credentials(settings)
-        if isinstance(last, ssl.SSLError):
-            raise tls_failed(settings, str(last))
-    raise unreachable(settings, timeout, last)

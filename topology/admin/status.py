@@ -18,10 +18,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from streamcrawl.agents.errors import CrawlError
 from streamcrawl.agents.sinks.contract import CrawlStats
 from streamcrawl.agents.stream.counts import PartitionCounts, decode_counts
+from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.admin.errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings
-from streamcrawl.topology.worker import clients as kafka_clients
 
 READ_TIMEOUT_S = 10.0
 
@@ -34,7 +34,7 @@ def read_status(settings: Settings) -> tuple[dict[str, CrawlStats], int | None]:
     """
     errors = ConnectionErrors()
     conf = (
-        kafka_clients.librdkafka_config(settings)
+        admin_config.librdkafka_config(settings)
         | errors.config()
         | {
             "group.id": admin.sink_group(settings),  # only to read its committed offsets: never

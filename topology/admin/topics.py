@@ -20,13 +20,16 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Generator, Iterable
 from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    OFFSET_END,
     Consumer,
     KafkaError,
     KafkaException,
+    Message,
     Producer,
     TopicPartition,
 )
@@ -38,9 +41,9 @@ from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.admin import errors as kafka_errors
+from streamcrawl.topology.admin.config import librdkafka_config, librdkafka_producer_config
 from streamcrawl.topology.admin.errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings
-from streamcrawl.topology.worker.clients import librdkafka_config, librdkafka_producer_config
 
 log = logging.getLogger(__name__)
 
@@ -266,33 +269,46 @@ def read_control(settings: Settings) -> dict[str, CrawlPolicy]:
     group and no commits. A tombstone removes the crawl; undecodable values are logged and
     skipped. Raises CrawlError if Kafka is unreachable or the topic does not exist.
     """
-    name = topic_name(settings, "control")
+    policies: dict[str, CrawlPolicy] = {}
+    for msg in read_messages(settings, "control", group="cli", from_beginning=True):
+        crawl_id = (msg.key() or b"").decode("utf-8", "replace")
+        value = msg.value()
+        if value is None:
+            policies.pop(crawl_id, None)
+            continue
+        try:
+            policies[crawl_id] = decode("control", value)
+        except BadMessage as exc:
+            log.warning("skipping control message at offset %s: %s", msg.offset(), exc)
+    return policies
+
+
+def read_messages(
+    settings: Settings, short: str, *, group: str, from_beginning: bool, follow: bool = False
+) -> Generator[Message, None, None]:
+    """The messages of topic ``short`` from its oldest (``from_beginning``) or from its end, up
+    to the end offsets seen at start, or for good with ``follow``.
+
+    A throwaway consumer group (``streamcrawl-<group>-<random>``) that never commits, so it
+    cannot disturb the workers; the consumer closes when the generator does. Raises CrawlError
+    if Kafka is unreachable or the topic does not exist.
+    """
     errors = ConnectionErrors()
     conf = (
         librdkafka_config(settings)
         | errors.config()
         | {
-            "group.id": f"streamcrawl-cli-{uuid.uuid4().hex}",
+            "group.id": f"streamcrawl-{group}-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
+            "auto.offset.reset": "earliest" if from_beginning else "latest",
         }
     )
     consumer = Consumer(conf)
     try:
-        partitions = assign_all(consumer, settings, errors, name, OFFSET_BEGINNING)
-        policies: dict[str, CrawlPolicy] = {}
-        for msg in consume_to_end(consumer, partitions):
-            crawl_id = (msg.key() or b"").decode("utf-8", "replace")
-            value = msg.value()
-            if value is None:
-                policies.pop(crawl_id, None)
-                continue
-            try:
-                policies[crawl_id] = decode("control", value)
-            except BadMessage as exc:
-                log.warning("skipping control message at offset %s: %s", msg.offset(), exc)
-        return policies
+        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+        partitions = assign_all(consumer, settings, errors, topic_name(settings, short), start)
+        yield from consume_to_end(consumer, partitions, follow=follow)
     finally:
         consumer.close()
 
@@ -339,6 +355,17 @@ def consume_to_end(consumer: Consumer, partitions: int, *, follow: bool = False)
 
 def publish_control(settings: Settings, policy: CrawlPolicy) -> None:
     """Publish ``policy`` on the control topic keyed by its crawl id; waits for the ack."""
+    publish(settings, "control", [(policy.crawl_id.encode("utf-8"), encode(policy))])
+
+
+def publish(
+    settings: Settings, short: str, messages: Iterable[tuple[bytes, bytes]], what: str = ""
+) -> None:
+    """Publish ``(key, value)`` messages on topic ``short`` and wait for every ack.
+
+    Raises CrawlError naming the topic (and ``what`` was published) if Kafka is unreachable,
+    refuses the client, or refuses a message.
+    """
     errors = ConnectionErrors()
     producer = Producer(librdkafka_producer_config(settings) | errors.config())
     failures: list[str] = []
@@ -347,12 +374,9 @@ def publish_control(settings: Settings, policy: CrawlPolicy) -> None:
         if err is not None:
             failures.append(err.str())
 
-    producer.produce(
-        topic_name(settings, "control"),
-        key=policy.crawl_id.encode("utf-8"),
-        value=encode(policy),
-        on_delivery=delivered,
-    )
+    name = topic_name(settings, short)
+    for key, value in messages:
+        producer.produce(name, key=key, value=value, on_delivery=delivered)
     flush_or_explain(producer, settings, errors)
     if failures:
-        raise CrawlError(f"cannot publish to {topic_name(settings, 'control')}: {failures[0]}")
+        raise CrawlError(f"cannot publish {what + ' ' if what else ''}to {name}: {failures[0]}")

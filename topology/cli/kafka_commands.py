@@ -26,10 +26,8 @@ from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import CrawlRunState
 from streamcrawl.topology.admin import status as kafka_status
 from streamcrawl.topology.admin import topics as admin
-from streamcrawl.topology.admin.errors import ConnectionErrors, check_worker_connection
 from streamcrawl.topology.cli.options import policy_from_args
 from streamcrawl.topology.settings import Settings, load_settings
-from streamcrawl.topology.worker import clients as kafka_clients
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +46,6 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     return load_settings(**flags, **extra)
 
 
-def _quiet_cassandra_driver() -> None:
-    """Hide the driver's connection tracebacks: an unreachable node becomes ONE error line.
-
-    Kept with ``--log-level DEBUG``.
-    """
-    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
-        logging.getLogger("cassandra").setLevel(logging.CRITICAL)
-
-
 # --- admin -----------------------------------------------------------------------------------
 
 
@@ -67,9 +56,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
         for line in admin.create_topics(settings):
             print(line)
     else:
-        from streamcrawl.agents.sinks.cassandra.driver import create_schema
+        from streamcrawl.agents.sinks.cassandra.driver import create_schema, quiet_driver_logs
 
-        _quiet_cassandra_driver()
+        quiet_driver_logs()
         for statement in create_schema(settings.cassandra_config()):
             print(" ".join(statement.split()) + ";")
     return 0
@@ -101,7 +90,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _status_report(settings: Settings, crawl_id: str | None, *, exact: bool) -> dict[str, Any]:
     if exact:
-        _quiet_cassandra_driver()
+        from streamcrawl.agents.sinks.cassandra.driver import quiet_driver_logs
+
+        quiet_driver_logs()
         stats = asyncio.run(_cassandra_stats(settings, crawl_id))
         return kafka_status.report(stats, crawl_id, source="cassandra")
     stats, lag = kafka_status.read_status(settings)
@@ -153,25 +144,11 @@ def cmd_pages(args: argparse.Namespace) -> int:
     throwaway consumer group and never commits, so it cannot disturb the workers.
     """
     settings = _settings(args)
-    errors = ConnectionErrors()
-    conf = (
-        kafka_clients.librdkafka_config(settings)
-        | errors.config()
-        | {
-            "group.id": f"streamcrawl-pages-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-        }
+    messages = admin.read_messages(
+        settings, "pages", group="pages", from_beginning=args.from_beginning, follow=args.follow
     )
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer
-
-    consumer = Consumer(conf)
     try:
-        name = admin.topic_name(settings, "pages")
-        start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-        partitions = admin.assign_all(consumer, settings, errors, name, start)
-        for msg in admin.consume_to_end(consumer, partitions, follow=args.follow):
+        for msg in messages:
             line = _page_line(msg.value(), args.crawl_id, msg.offset())
             if line is not None:
                 sys.stdout.write(line + "\n")
@@ -180,11 +157,11 @@ def cmd_pages(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `streamcrawl pages | head`
         sys.stderr.close()
     finally:
-        consumer.close()
+        messages.close()
     return 0
 
 
-def _page_line(value: bytes | None, crawl_id: str | None, offset: int) -> str | None:
+def _page_line(value: bytes | None, crawl_id: str | None, offset: int | None) -> str | None:
     """The JSON line to print for one pages value, or None to skip it."""
     if value is None:
         return None
@@ -245,27 +222,10 @@ def _set_run_state(args: argparse.Namespace, state: CrawlRunState) -> int:
 # --- worker and seed (appended below) --------------------------------------------------------
 
 
-def make_worker(app: Any, loglevel: str) -> Any:
-    """A ``faust.Worker`` for ``app`` whose root logger stays at ``loglevel``.
-
-    Faust's terminal spinner puts the ROOT logger at DEBUG (its handler ticks on every record),
-    so every aiokafka/Faust ``log.debug`` built a LogRecord: ~4 % of a busy worker's CPU. This
-    worker has no spinner.
-    """
-    import faust
-
-    class Worker(faust.Worker):  # type: ignore[misc]
-        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-            self.spinner = None
-
-    return Worker(app, loglevel=loglevel, redirect_stdouts=False)
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     """``worker``: run a Faust worker until SIGTERM/SIGINT (then: stop dispatching, give
     in-flight requests a bounded grace, flush, commit, exit 0)."""
-    from streamcrawl.topology.worker.app import create_app
-    from streamcrawl.topology.worker.gc_thresholds import tune_gc
+    from streamcrawl.topology.worker import run
 
     settings = _settings(
         args,
@@ -275,32 +235,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         allow_networks=",".join(getattr(args, "allow_network", [])) or None,
         log_level=getattr(args, "log_level", None),
     )
-    _check_services(settings)
-    tune_gc()
-    worker = make_worker(create_app(settings), settings.log_level)
-    worker.execute_from_commandline()
+    run.run(settings)
     return 0  # not reached: the worker exits the process itself
-
-
-def _check_services(settings: Settings) -> None:
-    """Before the worker starts: can it use Kafka, and will Cassandra take the sink's
-    credentials? A refusal (credentials, certificate, TLS) or a Kafka that does not answer is
-    then one line and exit 1, not a Faust crash with a traceback. A Cassandra that does not
-    answer yet is only logged: the sink connects when it first writes."""
-    check_worker_connection(settings, admin.CONNECT_TIMEOUT_S)
-    if settings.sink_enabled:
-        from streamcrawl.agents.sinks.cassandra.driver import connect
-        from streamcrawl.agents.sinks.cassandra.security import CassandraRefused
-
-        _quiet_cassandra_driver()
-        try:
-            cluster, _ = connect(settings.cassandra_config())
-        except CassandraRefused:
-            raise
-        except CrawlError as exc:
-            log.warning("%s; the sink will try again", exc)
-        else:
-            cluster.shutdown()
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
@@ -310,8 +246,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
     Prints the crawl id (generated when not given). Raises CrawlError if Kafka is unreachable
     or refuses a message.
     """
-    from confluent_kafka import Producer
-
     from streamcrawl.agents.content.listings import seed_sitemaps
     from streamcrawl.agents.policy.rules import CrawlRules
     from streamcrawl.schemas.codec import encode
@@ -328,20 +262,10 @@ def cmd_seed(args: argparse.Namespace) -> int:
         by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
     for sitemaps in seed_sitemaps(rules):  # --sitemap URLs, queued as sitemaps
         by_origin.setdefault(sitemaps.origin, []).extend(sitemaps.urls)
-    errors = ConnectionErrors()
-    producer = Producer(kafka_clients.librdkafka_producer_config(settings) | errors.config())
-    failures: list[str] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-
-    frontier = admin.topic_name(settings, "frontier")
-    for origin, refs in by_origin.items():
-        batch = FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
-        producer.produce(frontier, key=origin.encode(), value=encode(batch), on_delivery=delivered)
-    admin.flush_or_explain(producer, settings, errors)
-    if failures:
-        raise CrawlError(f"cannot publish seeds to {frontier}: {failures[0]}")
+    batches = (
+        FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
+        for origin, refs in by_origin.items()
+    )
+    admin.publish(settings, "frontier", ((b.origin.encode(), encode(b)) for b in batches), "seeds")
     print(crawl_id)
     return 0

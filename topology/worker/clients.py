@@ -1,35 +1,23 @@
-"""Every Kafka client's connection settings, from ``Settings``: the one place that reads the
-bootstrap servers, the security protocol, SASL and the CA file.
+"""The worker's Kafka clients: aiokafka and Faust connection arguments from ``Settings``, and the
+consumers' fetch windows.
 
-Three client libraries talk to the brokers, each spelling the same settings its own way:
-
-===========================  ===============================  ==========================
-``Settings`` field           aiokafka (agents) / Faust         librdkafka (CLI, admin)
-===========================  ===============================  ==========================
-``kafka_bootstrap``          ``bootstrap_servers`` / broker    ``bootstrap.servers``
-``kafka_security_protocol``  ``security_protocol``             ``security.protocol``
-``kafka_sasl_mechanism``     ``sasl_mechanism``                ``sasl.mechanism``
-``kafka_sasl_username``      ``sasl_plain_username``           ``sasl.username``
-``kafka_sasl_password``      ``sasl_plain_password``           ``sasl.password``
-``kafka_ssl_cafile``         ``ssl_context`` (its CA)          ``ssl.ca.location``
-===========================  ===============================  ==========================
-
-Faust gets ``faust_credentials``, made from the same aiokafka arguments. The password stays a
-``SecretStr`` in ``Settings`` and is unwrapped only here, into the arguments a client is built
-with. A combination that cannot work (SASL without a mechanism, user or password; a CA file
-that is missing or without TLS; SASL settings without SASL) raises ``ConfigError`` naming the
-variables, as the Helm chart refuses to render it.
+The librdkafka spelling of the same settings, and ``check_security`` that both sides call
+first, are in ``topology.admin.config`` (its docstring has the table of the three spellings).
+Faust gets ``faust_credentials``, made from the same aiokafka arguments. The password is
+unwrapped only here, into the arguments a client is built with.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 import ssl
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.stream.connection import KafkaConnection
+from streamcrawl.agents.tls import client_context
+from streamcrawl.topology.admin.config import SASL, TLS, check_security
+from streamcrawl.topology.admin.errors import refused_credentials, tls_failed, unreachable
 from streamcrawl.topology.settings import ENV_PREFIX, Settings
 
 if TYPE_CHECKING:
@@ -37,56 +25,13 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
     from faust.types.auth import CredentialsT
 
-# Faust/aiokafka/Java partition keys by murmur2; librdkafka's default is CRC32, which would
-# put an origin's seeds on a partition whose frontier agent does not own that origin.
-PARTITIONER = "murmur2_random"
-TLS = ("SSL", "SASL_SSL")
-SASL = ("SASL_PLAINTEXT", "SASL_SSL")
-
-
-def check_security(settings: Settings) -> None:
-    """Raise ``ConfigError`` if the security settings cannot work together."""
-    protocol = settings.kafka_security_protocol
-    env = f"{ENV_PREFIX}KAFKA_"
-    if protocol in SASL:
-        missing = [
-            f"{env}SASL_{name.upper()}"
-            for name, value in (
-                ("mechanism", settings.kafka_sasl_mechanism),
-                ("username", settings.kafka_sasl_username),
-                ("password", settings.kafka_sasl_password),
-            )
-            if not value
-        ]
-        if missing:
-            raise ConfigError(f"{env}SECURITY_PROTOCOL is {protocol}: set {', '.join(missing)}")
-    elif settings.kafka_sasl_mechanism or settings.kafka_sasl_username:
-        raise ConfigError(
-            f"{env}SASL_* is set but {env}SECURITY_PROTOCOL is {protocol}: "
-            "use SASL_PLAINTEXT or SASL_SSL, or unset the SASL settings"
-        )
-    cafile = settings.kafka_ssl_cafile
-    if cafile and protocol not in TLS:
-        raise ConfigError(
-            f"{env}SSL_CAFILE is set but {env}SECURITY_PROTOCOL is {protocol}: use SSL or SASL_SSL"
-        )
-    if cafile and not cafile.is_file():
-        raise ConfigError(f"{env}SSL_CAFILE {cafile}: no such file")
-
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
     """The TLS context for SSL and SASL_SSL (verifying the brokers against ``kafka_ssl_cafile``,
     else the system's CAs); ``None`` without TLS."""
     if settings.kafka_security_protocol not in TLS:
         return None
-    from aiokafka.helpers import create_ssl_context
-
-    cafile = settings.kafka_ssl_cafile
-    try:
-        context: ssl.SSLContext = create_ssl_context(cafile=str(cafile) if cafile else None)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"{ENV_PREFIX}KAFKA_SSL_CAFILE {cafile}: {exc}") from None
-    return context
+    return client_context(settings.kafka_ssl_cafile, f"{ENV_PREFIX}KAFKA_SSL_CAFILE")
 
 
 def aiokafka_connection(settings: Settings) -> KafkaConnection:
@@ -125,45 +70,39 @@ def faust_credentials(settings: Settings) -> CredentialsT | None:
     return SSLCredentials(context) if context is not None else None
 
 
-class _LibrdkafkaLog:
-    """librdkafka's log lines at DEBUG: a dead broker is reported once, by our own error.
+def check_connection(settings: Settings, timeout: float) -> None:
+    """Connect to each bootstrap server the way the worker's aiokafka clients do (TLS, SASL);
+    return at the first that accepts us. Raises CrawlError naming the cause (refused
+    credentials, an untrusted certificate) or, when none answers, ``admin.errors.unreachable``."""
+    from aiokafka.conn import create_conn
+    from aiokafka.errors import KafkaError as AioKafkaError
+    from aiokafka.errors import SaslAuthenticationFailed
 
-    (librdkafka otherwise prints a connection failure to stderr every few milliseconds.)
-    """
+    kwargs: dict[str, Any] = dict(aiokafka_connection(settings))
+    kwargs.pop("bootstrap_servers")
 
-    _log = logging.getLogger("librdkafka")
+    async def attempt(host: str, port: int) -> BaseException | None:
+        try:
+            conn = await asyncio.wait_for(
+                create_conn(host, port, request_timeout_ms=int(timeout * 1000), **kwargs),
+                timeout,
+            )
+        except (OSError, TimeoutError, AioKafkaError) as exc:
+            return exc
+        conn.close()
+        return None
 
-    def log(self, _level: int, msg: str, *args: Any) -> None:
-        self._log.debug(msg, *args)
-
-
-def librdkafka_config(settings: Settings) -> dict[str, Any]:
-    """confluent-kafka settings shared by every client (admin, consumer, producer)."""
-    check_security(settings)
-    conf: dict[str, Any] = {
-        "bootstrap.servers": settings.kafka_bootstrap,
-        "security.protocol": settings.kafka_security_protocol,
-        "logger": _LibrdkafkaLog(),
-    }
-    if settings.kafka_security_protocol in SASL:
-        assert settings.kafka_sasl_password is not None  # check_security
-        conf["sasl.mechanism"] = settings.kafka_sasl_mechanism
-        conf["sasl.username"] = settings.kafka_sasl_username
-        conf["sasl.password"] = settings.kafka_sasl_password.get_secret_value()
-    if settings.kafka_ssl_cafile:
-        conf["ssl.ca.location"] = str(settings.kafka_ssl_cafile)
-    return conf
-
-
-def librdkafka_producer_config(settings: Settings) -> dict[str, Any]:
-    """confluent-kafka producer settings: murmur2 partitioning like Faust and aiokafka, acks
-    from every in-sync replica, idempotent, pages up to ``max_message_bytes``."""
-    return librdkafka_config(settings) | {
-        "partitioner": PARTITIONER,
-        "acks": "all",
-        "enable.idempotence": True,
-        "message.max.bytes": settings.max_message_bytes,
-    }
+    last: BaseException | None = None
+    for server in settings.kafka_bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        last = asyncio.run(attempt(host.strip("[]"), int(port or 9092)))
+        if last is None:
+            return
+        if isinstance(last, SaslAuthenticationFailed):
+            raise refused_credentials(settings)
+        if isinstance(last, ssl.SSLError):
+            raise tls_failed(settings, str(last))
+    raise unreachable(settings, timeout, last)
 
 
 # Consumer fetches of the worker (Faust's consumer: ``frontier``, ``outcomes``, changelogs; the

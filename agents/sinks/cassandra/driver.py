@@ -11,6 +11,7 @@ called from the event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -107,6 +108,15 @@ class _Group:
     def _settle(self) -> None:
         if not self.done.done():  # the awaiting task may have been cancelled
             self.done.set_result(self.results)
+
+
+def quiet_driver_logs() -> None:
+    """Hide the driver's connection tracebacks: an unreachable node becomes ONE error line.
+
+    Kept with ``--log-level DEBUG``.
+    """
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("cassandra").setLevel(logging.CRITICAL)
 
 
 def connect(config: CassandraConfig, keyspace: str | None = None) -> tuple[Cluster, Any]:

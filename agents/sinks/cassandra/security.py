@@ -1,9 +1,9 @@
 """Cassandra over TLS and with a password: the TLS context, and one readable line for each way
-a secured node refuses a client (``sink_cassandra_driver.connect`` uses both).
+a secured node refuses a client (``driver.connect`` uses both).
 
 A refusal names its cause and the setting to check: bad credentials, no credentials, a
 certificate the CA does not verify, a node that wants TLS or one that does not speak it. A CA
-file that cannot be loaded is a ``ConfigError``.
+file that cannot be loaded is a ``ConfigError`` (``agents.tls``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import ssl
 
 from cassandra import AuthenticationFailed
 
-from streamcrawl.agents.errors import ConfigError, CrawlError
+from streamcrawl.agents.errors import CrawlError
 from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
+from streamcrawl.agents.tls import client_context
 
 
 def ssl_context(config: CassandraConfig) -> ssl.SSLContext | None:
@@ -23,13 +24,7 @@ def ssl_context(config: CassandraConfig) -> ssl.SSLContext | None:
     """
     if not config.ssl:
         return None
-    try:
-        return ssl.create_default_context(cafile=config.ssl_cafile)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"invalid setting STREAMCRAWL_CASSANDRA_SSL_CAFILE={config.ssl_cafile}: cannot load "
-            f"it as a PEM CA bundle ({exc.strerror or exc})"
-        ) from None
+    return client_context(config.ssl_cafile, "STREAMCRAWL_CASSANDRA_SSL_CAFILE")
 
 
 class CassandraRefused(CrawlError):
