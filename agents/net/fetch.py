@@ -28,26 +28,18 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Final
-from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
 
 from streamcrawl.agents.content.charset import BodyTooLarge, Decoder, decode_html
-from streamcrawl.agents.errors import (
-    ErrorClass,
-    FetchError,
-    FetchPermanent,
-    FetchRetryable,
-    InvalidURL,
-)
+from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
 from streamcrawl.agents.net.guard import AddressGuard, GuardedConnector, blocked_error
-from streamcrawl.agents.urls.canonical import resolve
+from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
 
-REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 ACCEPT: Final = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 # No zstd: the zstandard decompressobj has no output limit, so it is not bomb-safe.
 ACCEPT_ENCODING: Final = "gzip, deflate, br"
@@ -236,21 +228,6 @@ async def read_body(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool = 
     return b"".join(parts)
 
 
-def _resolve(base: str, location: str) -> str:
-    """The absolute http(s) target of a Location header, without its fragment, resolved as a
-    browser resolves it (the WHATWG URL parser, as links are: ``canonical.resolve``)."""
-    try:
-        target = resolve(location, base).partition("#")[0]
-        parts = urlsplit(target)
-    except (InvalidURL, ValueError) as exc:
-        raise FetchPermanent(
-            f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT
-        ) from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise FetchPermanent(f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT)
-    return target
-
-
 _RETRYABLE_STATUS = {408: ErrorClass.HTTP_408, 429: ErrorClass.HTTP_429}
 
 
@@ -383,7 +360,11 @@ async def _fetch(
         ) as resp:
             location = resp.headers.get("Location")
             if resp.status in REDIRECT_STATUSES and location:
-                target = _resolve(current, location)
+                target = resolve_redirect(current, location)
+                if target is None:
+                    raise FetchPermanent(
+                        f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT
+                    )
                 if target in visited:
                     raise FetchPermanent(
                         f"redirect loop at {target}",

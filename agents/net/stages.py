@@ -34,8 +34,9 @@ from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.frontier.scheduler import Dispatch
 from streamcrawl.agents.net.fetch import FetchResult, SentAt, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
+from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.policy.rules import CrawlRules
-from streamcrawl.agents.robots.rules import fetch_robots, robots_url, x_robots_tag
+from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""robots.txt (RFC 9309) and X-Robots-Tag decisions; pure except for ``fetch_robots``.
+"""robots.txt (RFC 9309) and X-Robots-Tag decisions; pure (the file is fetched by
+``agents/net/robots_fetch.py``).
 
 What a robots.txt response means (RFC 9309 section 2.3.1):
 
@@ -28,21 +29,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Final
-from urllib.parse import urlsplit
 
-import aiohttp
 from protego import Protego
 
-from streamcrawl.agents.errors import InvalidURL
-from streamcrawl.agents.net.fetch import (
-    REDIRECT_STATUSES,
-    SentAt,
-    client_timeout,
-    read_body,
-    request_headers,
-)
-from streamcrawl.agents.net.guard import blocked_error
-from streamcrawl.agents.urls.canonical import resolve
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
@@ -71,8 +60,9 @@ def product_token(user_agent: str) -> str:
     return match.group(0).lower() if match else ""
 
 
-def _text(body: str | bytes) -> str:
-    """The first 500 KiB as text, without a partial last line (a cut rule could mean anything)."""
+def robots_text(body: str | bytes) -> str:
+    """The first 500 KiB of a robots.txt as text, without a partial last line (a cut rule
+    could mean anything); a body of more than ``ROBOTS_MAX_BYTES`` reads as cut."""
     if isinstance(body, str):
         # Re-encode only when the text could be over the cap (a char is at most 4 bytes).
         if len(body) * 4 <= ROBOTS_MAX_BYTES:
@@ -117,7 +107,7 @@ class RobotsRules:
         if status >= 300 or not body:
             return cls.allow_everything()
         try:
-            parser = Protego.parse(_text(body))
+            parser = Protego.parse(robots_text(body))
         except Exception:  # a parser bug on hostile input must not stop the crawl of an origin
             log.warning("robots.txt could not be parsed; treating it as empty", exc_info=True)
             return cls.allow_everything()
@@ -155,66 +145,6 @@ def robots_expiry(status: int | None, now: float, policy: CrawlPolicy) -> float:
     may change), else ``robots_ttl``."""
     unreachable = status is None or not 200 <= status <= 499
     return now + (policy.robots_error_ttl if unreachable else policy.robots_ttl)
-
-
-async def fetch_robots(
-    session: aiohttp.ClientSession, origin: str, policy: CrawlPolicy, sent: SentAt | None = None
-) -> tuple[int | None, str | None]:
-    """GET ``origin``/robots.txt; returns ``(status, text)``, never raises for network errors.
-
-    Redirects are followed by hand, up to ``ROBOTS_MAX_REDIRECTS`` (RFC 9309: at least five),
-    to any http(s) URL; the rules still apply to ``origin``. A sixth redirect, or one without a
-    usable Location, returns ``(3xx, None)``, which ``RobotsRules.from_response`` reads as
-    "unavailable" (allow all). ``text`` is the first 500 KiB decoded as UTF-8 for a 2xx, else
-    None. ``(None, None)``: unreachable (DNS, connection refused or reset, timeout).
-    ``(ROBOTS_BLOCKED, None)``: the SSRF guard refused an address on the way. ``sent``
-    (optional) gets when the last request was written, for the origin's politeness delay.
-    """
-    url = robots_url(origin)
-    status: int | None = None
-    headers = request_headers(policy)
-    timeout = client_timeout(policy)
-    try:
-        for _ in range(ROBOTS_MAX_REDIRECTS + 1):
-            async with session.get(
-                url,
-                headers=headers,
-                allow_redirects=False,
-                timeout=timeout,
-                trace_request_ctx=sent,
-            ) as resp:
-                status = resp.status
-                if status in REDIRECT_STATUSES:
-                    target = _redirect_target(url, resp.headers.get("Location"))
-                    if target is None:
-                        return status, None
-                    url = target
-                    continue
-                if not 200 <= status <= 299:
-                    return status, None
-                # One byte over the cap tells _text the file was cut, so it drops the last line.
-                body = await read_body(resp, ROBOTS_MAX_BYTES + 1, truncate=True)
-                return status, _text(body)
-        return status, None
-    except Exception as exc:
-        if blocked_error(exc) is not None:
-            log.info("robots.txt for %s not fetched: %s", origin, blocked_error(exc))
-            return ROBOTS_BLOCKED, None
-        # aiohttp errors, timeouts, OSError, ValueError (a URL yarl refuses), FetchPermanent (a
-        # corrupt or unknown Content-Encoding): all mean "could not get the file".
-        log.debug("robots.txt for %s unreachable: %r", origin, exc)
-        return None, None
-
-
-def _redirect_target(base: str, location: str | None) -> str | None:
-    if not location:
-        return None
-    try:  # as a browser resolves it, like links and page redirects (``canonical.resolve``)
-        target = resolve(location, base).partition("#")[0]
-        parts = urlsplit(target)
-    except (InvalidURL, ValueError):
-        return None
-    return target if parts.scheme in ("http", "https") and parts.hostname else None
 
 
 # --- X-Robots-Tag -------------------------------------------------------------------------

@@ -18,14 +18,12 @@ from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.net.fetch import (
     FetchResult,
     HopCheck,
-    _resolve,
     fetch,
     join_headers,
     make_session,
     parse_content_type,
     parse_retry_after,
 )
-from streamcrawl.agents.robots.rules import _redirect_target
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import (
     LOOPBACK_GUARD,
@@ -439,26 +437,3 @@ async def test_a_header_line_over_the_limit_is_a_permanent_bad_response(
         with pytest.raises(FetchPermanent) as info:
             await fetch(session, srv.url("/"), POLICY, hop_check=follow)
     assert info.value.error_class == "bad_response" and len(str(info.value)) <= 500
-
-
-@pytest.mark.parametrize(
-    ("location", "target"),
-    [
-        ("/b?q='x'", "http://a.test/b?q=%27x%27"),  # the query encoding a browser applies
-        ("\\\\b.test\\p", "http://b.test/p"),  # backslashes are slashes in special schemes
-        ("http:/other/x", "http://a.test/other/x"),  # same scheme: relative
-        ("  /b\t\n/c#frag  ", "http://a.test/b/c"),  # outer spaces, tabs and newlines dropped
-        ("http://@b.test/", "http://b.test/"),  # an empty userinfo is dropped
-    ],
-)
-def test_location_resolved_as_a_browser_resolves_it(location: str, target: str) -> None:
-    assert _resolve("http://a.test/dir/page", location) == target
-    assert _redirect_target("http://a.test/dir/page", location) == target
-
-
-@pytest.mark.parametrize("location", ["http://[::1", "ftp://a.test/f", "mailto:x@a.test"])
-def test_location_that_is_no_http_url_is_refused(location: str) -> None:
-    with pytest.raises(FetchPermanent) as exc:
-        _resolve("http://a.test/", location)
-    assert exc.value.error_class == "bad_redirect"
-    assert _redirect_target("http://a.test/", location) is None

@@ -24,7 +24,8 @@ from streamcrawl.agents.net.guard import (
     parse_networks,
     seed_addresses,
 )
-from streamcrawl.agents.robots.rules import ROBOTS_BLOCKED, RobotsRules, fetch_robots
+from streamcrawl.agents.net.robots_fetch import fetch_robots
+from streamcrawl.agents.robots.rules import ROBOTS_BLOCKED, RobotsRules
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.fakedns import StaticResolver, spy_dials
 from tests.httpserver import RecordingServer, html, redirect

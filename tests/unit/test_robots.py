@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from streamcrawl.agents.net.fetch import SentAt, make_session
+from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.robots.rules import (
     ROBOTS_MAX_BYTES,
     RobotsRules,
-    fetch_robots,
     product_token,
     robots_directives,
     robots_expiry,
