@@ -326,8 +326,9 @@ class OriginState(msgspec.Struct, kw_only=True):
     fetched: int = 0
     errors: int = 0
     # The queue's layout (agents/frontier/queue.py): entries of the open segment, seqs in
-    # [head, tail) ended out of order, retried entries of sealed segments, and where the previous
-    # layout (one key per seq) ends: -1 in a record written before segments existed (= its tail).
+    # [head, tail) ended out of order, retried entries of sealed segments. ``legacy_end`` (where
+    # an unreleased layout, a key per seq, ended) is no longer read or written
+    # (docs/compatibility.md).
     inline: list[QueueEntry | None] = msgspec.field(default_factory=list)
     done: list[int] = msgspec.field(default_factory=list)
     patched: dict[int, QueueEntry] = msgspec.field(default_factory=dict)

@@ -18,9 +18,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import msgspec
-
 from streamcrawl.agents.content.listings import seed_sitemaps
+from streamcrawl.agents.frontier.frontier import decode_origin
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.control import SharedView
@@ -32,7 +31,6 @@ from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import (
     CrawlPolicy,
     FrontierBatch,
-    OriginState,
     Page,
     UrlRef,
     UrlStatus,
@@ -42,7 +40,6 @@ from tests.httpserver import LOOPBACK_GUARD
 MESSAGE_LIMIT = 1024 * 1024  # Kafka's default max.message.bytes (the topics but pages)
 PAGE_LIMIT = 16 * 1024 * 1024  # the pages topic's (Settings.max_message_bytes)
 SETTLE = 0.1  # seconds of empty queues and an idle agent that end the crawl
-_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
 
 
 class MessageTooLarge(Exception):
@@ -126,7 +123,7 @@ class AgentsCrawl:
         """Nothing queued for the agent and every origin's queue empty: a fetched URL stays at
         its queue head until its outcome was applied, so nothing is in flight either."""
         drained = all(
-            (state := _decode_origin(raw)).head >= state.tail for _, raw in self.store.scan(ORIGINS)
+            (state := decode_origin(raw)).head >= state.tail for _, raw in self.store.scan(ORIGINS)
         )
         return self._inbox.empty() and not self._busy and drained
 

@@ -113,11 +113,15 @@ def group(
 
 
 def merge(batches: Iterable[FrontierBatch]) -> list[FrontierBatch]:
-    """One batch per origin (the wire rule: one message per page and target origin)."""
-    by_origin: dict[str, FrontierBatch] = {}
+    """One batch per (crawl, origin), in the order each first came, with every URL of that
+    crawl and origin in the order they came (duplicates kept: the frontier drops them).
+
+    The wire rule is one message per page and target origin; the Kafka wiring also merges the
+    batches of many pages (``agents.stream.links``), which may be of different crawls."""
+    urls: dict[tuple[str, str], list[UrlRef]] = {}
     for batch in batches:
-        seen = by_origin.get(batch.origin)
-        by_origin[batch.origin] = (
-            batch if seen is None else msgspec.structs.replace(seen, urls=seen.urls + batch.urls)
-        )
-    return list(by_origin.values())
+        urls.setdefault((batch.crawl_id, batch.origin), []).extend(batch.urls)
+    return [
+        FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
+        for (crawl_id, origin), refs in urls.items()
+    ]

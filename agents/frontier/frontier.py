@@ -34,8 +34,10 @@ from streamcrawl.schemas.records import (
     UrlStatus,
 )
 
-_encode = msgspec.msgpack.Encoder().encode
-_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
+# The one codec of the ``origins`` values (msgpack ``OriginState``): the frontier writes them;
+# it, the embedded runner's restore and the Kafka scheduler's refill read them.
+encode_origin: Callable[[OriginState], bytes] = msgspec.msgpack.Encoder().encode
+decode_origin: Callable[[bytes], OriginState] = msgspec.msgpack.Decoder(OriginState).decode
 
 RETRY = "retry"
 
@@ -59,15 +61,15 @@ def load_origin(store: Store | Changes, origin: str) -> OriginState:
     the state it decoded or was given once, see ``store_origin``)."""
     key = origin_key(origin)
     if isinstance(store, Changes):
-        state = store.load(key, _decode_origin)
+        state = store.load(key, decode_origin)
         return OriginState(origin=origin) if state is None else _copy(state)
     raw = store.get(key)
-    return OriginState(origin=origin) if raw is None else _decode_origin(raw)
+    return OriginState(origin=origin) if raw is None else decode_origin(raw)
 
 
 def store_origin(ch: Changes, st: OriginState) -> None:
     """Write ``st``; the overlay keeps a copy, so changes the caller makes later stay out."""
-    ch.put(origin_key(st.origin), _encode(st), decoded=_copy(st))
+    ch.put(origin_key(st.origin), encode_origin(st), decoded=_copy(st))
 
 
 def _copy(st: OriginState) -> OriginState:

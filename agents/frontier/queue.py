@@ -12,18 +12,17 @@ Seqs ``[head, tail)`` of an origin are its queued URLs. They are cut into segmen
 - a sealed segment is deleted once the head has passed all of it.
 
 So queuing and ending a URL cost no write of their own: an origin's record per batch, plus two
-writes per ``SEGMENT`` URLs (the previous layout wrote a key per URL and deleted it: two).
+writes per ``SEGMENT`` URLs (a key per URL, written and deleted, would cost two per URL).
 
-Crash order (``agents.kafka_state``): segments are written first, the origin record after the
+Crash order (``agents.stream.tables``): segments are written first, the origin record after the
 seen marks, deletions last. A crash after a segment but before its origin record leaves a key
 that the replay writes again (same seqs, same key); the inline entries of the record are the
 truth for the open segment, so such a key is ignored until the seal rewrites it. A crash after
 the record but before a deletion leaves a segment the head has passed: the replayed outcome
 finds its seq ended and deletes it again (``forget_replayed``).
 
-Upgrade: a record written before segments existed decodes with ``legacy_end = -1``: its seqs
-below its tail keep their one key per seq (``legacy_key``, read, rewritten on a retry, deleted
-when ended, as before); the seqs it queues from then on are segmented.
+This is the only layout read: the one before it (a key per queued seq) was never released
+(docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -33,13 +32,12 @@ import functools
 
 import msgspec
 
-from streamcrawl.agents.frontier.store import PENDING, SEGMENTS, Changes, Store
+from streamcrawl.agents.frontier.store import SEGMENTS, Changes, Store
 from streamcrawl.schemas.records import OriginState, QueueEntry
 
 SEGMENT = 64  # seqs per segment: the inline part of an origin record holds fewer than this
 
 _encode = msgspec.msgpack.Encoder().encode
-_decode_entry = msgspec.msgpack.Decoder(QueueEntry).decode
 
 
 class Segment(msgspec.Struct, frozen=True, array_like=True):
@@ -64,19 +62,9 @@ def segment_key(origin: str, number: int) -> bytes:
     return SEGMENTS + origin.encode() + b"\x00" + number.to_bytes(8, "big")
 
 
-def legacy_key(origin: str, seq: int) -> bytes:
-    """The previous layout's key of one queued URL (read and drained after an upgrade)."""
-    return PENDING + origin.encode() + b"\x00" + seq.to_bytes(8, "big")
-
-
-def legacy_end(st: OriginState) -> int:
-    """Seqs below this are in the previous layout (one key each)."""
-    return st.tail if st.legacy_end < 0 else st.legacy_end
-
-
 def open_start(st: OriginState) -> int:
     """The first seq of the inline (open) segment: ``st.inline`` holds ``[open_start, tail)``."""
-    return max(legacy_end(st), st.tail // SEGMENT * SEGMENT)
+    return st.tail // SEGMENT * SEGMENT
 
 
 def entry_at(store: Store | Changes, st: OriginState, seq: int) -> QueueEntry | None:
@@ -86,9 +74,6 @@ def entry_at(store: Store | Changes, st: OriginState, seq: int) -> QueueEntry | 
     patched = st.patched.get(seq)
     if patched is not None:
         return patched
-    if seq < legacy_end(st):
-        raw = store.get(legacy_key(st.origin, seq))
-        return None if raw is None else _decode_entry(raw)
     start = open_start(st)
     if seq >= start:
         return st.inline[seq - start]
@@ -102,8 +87,6 @@ def entry_at(store: Store | Changes, st: OriginState, seq: int) -> QueueEntry | 
 
 def push(ch: Changes, st: OriginState, seq: int, entry: QueueEntry) -> None:
     """Queue ``entry`` at ``seq`` (>= the tail; seqs skipped on the way are holes, ended)."""
-    if st.legacy_end < 0:
-        st.legacy_end = st.tail
     while st.tail < seq:
         hole = st.tail
         _append(ch, st, None)
@@ -113,10 +96,8 @@ def push(ch: Changes, st: OriginState, seq: int, entry: QueueEntry) -> None:
 
 
 def replace(ch: Changes, st: OriginState, seq: int, entry: QueueEntry) -> None:
-    """Give the queued ``seq`` a new entry (a retry's attempt count and last error)."""
-    if seq < legacy_end(st):
-        ch.put(legacy_key(st.origin, seq), _encode(entry))
-        return
+    """Give the queued ``seq`` a new entry (a retry's attempt count and last error); it
+    changes only ``st`` (``ch`` for the same call shape as the other changes)."""
     start = open_start(st)
     if seq >= start:
         st.inline[seq - start] = entry
@@ -126,8 +107,6 @@ def replace(ch: Changes, st: OriginState, seq: int, entry: QueueEntry) -> None:
 
 def end(ch: Changes, st: OriginState, seq: int) -> None:
     """The entry at ``seq`` reached a terminal state: drop it and move the head past it."""
-    if seq < legacy_end(st):
-        ch.delete(legacy_key(st.origin, seq))
     st.patched.pop(seq, None)
     start = open_start(st)
     if seq >= start:
@@ -144,15 +123,14 @@ def advance(ch: Changes, st: OriginState) -> None:
             st.done.pop(0)
         st.head += 1
     for number in range(old // SEGMENT, st.head // SEGMENT):
-        if (number + 1) * SEGMENT > legacy_end(st):
-            ch.delete(segment_key(st.origin, number))
+        ch.delete(segment_key(st.origin, number))
 
 
 def forget_replayed(ch: Changes, st: OriginState, seq: int) -> None:
     """A replayed outcome of an ended ``seq``: delete its segment again if the head has passed
     it (the first deletion may have been lost in the crash that caused the replay)."""
     number = seq // SEGMENT
-    if legacy_end(st) <= seq < st.head and (number + 1) * SEGMENT <= st.head:
+    if (number + 1) * SEGMENT <= st.head:
         ch.delete(segment_key(st.origin, number))
 
 

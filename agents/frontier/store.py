@@ -18,7 +18,9 @@ from streamcrawl.agents.errors import StateError
 
 # Namespaces. One store holds them all; the Faust wiring maps each to its own table.
 SEEN = b"s"  # seen-set: crawl id + URL hash -> first depth
-PENDING = b"p"  # the previous queue layout: origin + seq -> QueueEntry (read after an upgrade)
+# An unreleased queue layout's (a key per queued seq); nothing writes or reads it any more, but
+# the Faust wiring still routes it to the ``pending`` table (agents/stream/tables.py).
+PENDING = b"p"
 SEGMENTS = b"q"  # per-origin FIFO: origin + segment number -> Segment (agents/frontier/queue.py)
 ORIGINS = b"o"  # origin -> OriginState
 META = b"m"  # crawl-level values (budgets, output offsets)

@@ -1,10 +1,10 @@
 """The sink contract: what every sink keeps, and the helpers that shape its rows.
 
-Two implementations of ``Sink``: ``agents.sink_cassandra.CassandraSink`` (the Kafka wiring) and
-``agents.sink_memory.MemorySink`` (its in-memory twin, for tests and in-process wiring);
-``tests/integration/test_sinks.py`` runs one suite over both. The embedded crawl's
-``agents.sink_files.FilesSink`` is not a ``Sink``: it appends JSON lines synchronously inside
-the embedded runner's state commit and answers no queries.
+Two implementations of ``Sink``: ``agents.sinks.cassandra.sink.CassandraSink`` (the Kafka
+wiring) and ``agents.sinks.memory.MemorySink`` (its in-memory twin, for tests and in-process
+wiring); ``tests/integration/test_sinks.py`` runs one suite over both. The embedded crawl's
+``agents.sinks.files.JsonlOutput`` is not a ``Sink``: it appends JSON lines synchronously
+inside the embedded runner's state commit and answers no queries.
 
 Both ``Sink`` implementations keep, per row, the version with the highest write timestamp,
 where the timestamp is the record's own time (``Page.fetched_at``, ``UrlStatus.updated_at``) in
@@ -23,8 +23,6 @@ from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlSta
 
 ORIGIN_BUCKETS = 64
 """Buckets per (crawl, origin) in the per-origin listing tables."""
-CRAWL_SHARDS = 256
-"""Shards per crawl in the crawl-wide state table, which an exact count scans."""
 
 FIRST_WINS_BASE = 1 << 62
 """``created_at`` is written with timestamp BASE - time so that the earliest value wins."""
@@ -38,11 +36,6 @@ def url_hash(url: str) -> str:
 def origin_bucket(hashed: str) -> int:
     """The ``bucket`` of a URL (from its ``url_hash``) in the per-origin tables."""
     return int(hashed[:8], 16) % ORIGIN_BUCKETS
-
-
-def crawl_shard(hashed: str) -> int:
-    """The ``shard`` of a URL (from its ``url_hash``) in the crawl-wide tables."""
-    return int(hashed[:8], 16) % CRAWL_SHARDS
 
 
 def micros(seconds: float) -> int:

@@ -1,4 +1,4 @@
-"""The embedded sink: ``pages.jsonl`` and ``urls.jsonl``, transactional with the crawl state.
+"""The embedded crawl's output: ``pages.jsonl`` and ``urls.jsonl``, transactional with its state.
 
 Lines are appended and flushed before the frontier state is committed; the committed byte
 offsets are stored in the same atomic state write. On open, each file is cut back to its
@@ -22,8 +22,8 @@ URLS = "urls.jsonl"
 _encode = msgspec.json.Encoder().encode
 
 
-class FilesSink:
-    """The embedded crawl's output files; not an ``agents.sink.Sink``.
+class JsonlOutput:
+    """The embedded crawl's output files; not a ``Sink`` (``agents.sinks.contract``).
 
     It answers no queries and is synchronous: the embedded runner calls ``write`` inside its
     state commit and stores ``offsets()`` in the same atomic write, which is what makes

@@ -19,7 +19,6 @@ from functools import cache
 
 import msgspec
 
-from streamcrawl.agents.frontier.frontier import admitted_count
 from streamcrawl.agents.frontier.store import META, Changes
 from streamcrawl.agents.stream.tables import partition_for
 from streamcrawl.schemas.records import TerminalState, UrlStatus
@@ -31,8 +30,7 @@ class CrawlCounts(msgspec.Struct, kw_only=True):
     """One crawl's URLs per terminal state in one partition, and its fetch time span.
 
     ``admitted``: URLs the partition queued for the crawl (its page budget share), kept here so
-    that a batch writes one counter key, not two; ``None`` in a record written before it was
-    (the count is then the previous layout's own ``META`` key, ``frontier.admitted_key``).
+    that a batch writes one counter key, not two; ``None``: none yet.
     """
 
     states: dict[str, int] = {}
@@ -85,7 +83,7 @@ def admitted(ch: Changes, partition: int, crawl_id: str) -> int:
     crawl = _record(ch, partition).crawls.get(crawl_id)
     if crawl is not None and crawl.admitted is not None:
         return crawl.admitted
-    return admitted_count(ch, crawl_id)  # a changelog of the previous layout, or none yet
+    return 0
 
 
 def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int) -> None:

@@ -8,12 +8,12 @@ the larger part of the worker's Kafka messages (docs/architecture.md, "Messages 
 ``LinkBatches.send`` takes a report's batches and returns once they are in Kafka (acked). What
 is handed over until the flush goes (at most ``window`` seconds after the first, sooner where
 waiting would hold an origin's next request back: see ``LinkBatches``) is sent together: ONE
-batch per crawl and origin (``merge``: every URL kept, in the order handed over; the frontier
-agent drops the duplicates, as it drops those of one page), split to the message size
-(``frontier_values``). So a page's links still reach Kafka before its outcome is published
-(the fetch service awaits ``send`` first). The wait is added to the publish, and the publish
-to the time an origin's concurrency slot is taken: the flush goes ``ACK_ROOM`` before the
-origin's delay ends, so a polite crawl's requests are not held back.
+batch per crawl and origin (``listings.merge``, the stages' too: every URL kept, in the order
+handed over; the frontier agent drops the duplicates, as it drops those of one page), split to
+the message size (``frontier_values``). So a page's links still reach Kafka before its outcome
+is published (the fetch service awaits ``send`` first). The wait is added to the publish, and
+the publish to the time an origin's concurrency slot is taken: the flush goes ``ACK_ROOM``
+before the origin's delay ends, so a polite crawl's requests are not held back.
 
 A send that fails fails every report of the flush; each then publishes its bare retry outcome
 (``FetchService._publish_failure``) and its URL is fetched again, its links with it. A report
@@ -26,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
+from streamcrawl.agents.content.listings import merge
 from streamcrawl.agents.stream.frontier_agent import Publisher
 from streamcrawl.agents.stream.messages import MESSAGE_BYTES, frontier_values
-from streamcrawl.schemas.records import FrontierBatch, UrlRef
+from streamcrawl.schemas.records import FrontierBatch
 
 # How long the links of a page wait for other pages' links at most: at 200 pages/s (the
 # bench's saturated worker) 20 pages share one batch per origin (docs/architecture.md).
@@ -48,18 +49,6 @@ ACK_ROOM: Final = 0.03
 # the frontier agent's events per page 3.5 -> 2.9 and the rate 45 -> 58 % of the ideal
 # (medians; docs/architecture.md, "Messages per page").
 HOLD: Final = 0.5
-
-
-def merge(batches: Iterable[FrontierBatch]) -> list[FrontierBatch]:
-    """One batch per (crawl, origin), in the order each first came, with every URL of that
-    crawl and origin in the order they came."""
-    urls: dict[tuple[str, str], list[UrlRef]] = {}
-    for batch in batches:
-        urls.setdefault((batch.crawl_id, batch.origin), []).extend(batch.urls)
-    return [
-        FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
-        for (crawl_id, origin), refs in urls.items()
-    ]
 
 
 class LinkBatches:

@@ -17,14 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-import msgspec
-
+from streamcrawl.agents.frontier.frontier import decode_origin
 from streamcrawl.agents.frontier.scheduler import Scheduler
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.stream.tables import partition_for
-from streamcrawl.schemas.records import OriginState
-
-_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
 
 Rows = Callable[[], Iterator[tuple[bytes, bytes]]]  # a fresh walk over the origins table
 Since = Callable[[int], float | None]  # partition -> when it became ours (None: not ours)
@@ -77,7 +73,7 @@ class Refill:
             start = since(partition)
             if start is None:
                 continue
-            state = _decode_origin(raw)
+            state = decode_origin(raw)
             if state.head >= state.tail:
                 continue
             if self.scheduler.track(state, assumed_start=start):

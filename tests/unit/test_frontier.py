@@ -21,8 +21,8 @@ from streamcrawl.agents.frontier.frontier import (
 from streamcrawl.agents.frontier.store import (
     META,
     ORIGINS,
-    PENDING,
     SEEN,
+    SEGMENTS,
     Changes,
     MemoryStore,
     RocksStore,
@@ -79,7 +79,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Fronti
 
 def snapshot(store: Store) -> list[tuple[bytes, bytes]]:
     """Every row of every namespace the frontier writes."""
-    return [row for ns in (SEEN, PENDING, ORIGINS, META) for row in store.scan(ns)]
+    return [row for ns in (SEEN, SEGMENTS, ORIGINS, META) for row in store.scan(ns)]
 
 
 def admit(f: Frontier, store: Store, b: FrontierBatch, r: CrawlRules, budget=None):  # type: ignore[no-untyped-def]

@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Sequence
 
 import pytest
 
-from streamcrawl.agents.stream.links import ACK_ROOM, LinkBatches, merge
+from streamcrawl.agents.content.listings import merge
+from streamcrawl.agents.stream.links import ACK_ROOM, LinkBatches
 from streamcrawl.agents.stream.messages import MESSAGE_BYTES
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import FrontierBatch, UrlRef
@@ -78,6 +79,22 @@ def test_reports_within_the_window_share_one_message_per_origin() -> None:
     assert keys == [A.encode(), B.encode()]  # keyed by the origin whose URLs it carries
     got = {b.origin: [u.url for u in b.urls] for b in rec.batches()}
     assert got == {A: [A + "/1", A + "/2", A + "/3"], B: [B + "/1", B + "/2"]}
+
+
+def test_reports_of_two_crawls_within_the_window_keep_their_crawls_apart() -> None:
+    async def main() -> Recorder:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.05)
+        await asyncio.gather(
+            links.send([batch(A, "/1")]),
+            links.send([batch(A, "/1", crawl="d")]),
+            links.send([batch(A, "/2")]),
+        )
+        return rec
+
+    rec = asyncio.run(main())
+    got = [(b.crawl_id, [u.url for u in b.urls]) for b in rec.batches()]
+    assert got == [("c", [A + "/1", A + "/2"]), ("d", [A + "/1"])]
 
 
 def test_send_returns_only_once_the_batch_is_acked() -> None:

@@ -1,5 +1,5 @@
-"""The segmented queue layout (agents/frontier/queue.py): writes per page, every crash point of a
-batch of the frontier agent, and the upgrade from the previous layout (one key per queued URL)."""
+"""The segmented queue layout (agents/frontier/queue.py): writes per page, and every crash point
+of a batch of the frontier agent."""
 
 from __future__ import annotations
 
@@ -11,15 +11,9 @@ import msgspec
 import pytest
 
 from streamcrawl.agents.frontier import queue
-from streamcrawl.agents.frontier.frontier import (
-    admitted_key,
-    load_origin,
-    origin_key,
-    queued_entries,
-)
-from streamcrawl.agents.frontier.queue import legacy_key, segment_key
-from streamcrawl.agents.frontier.store import META, PENDING, SEEN, SEGMENTS, Changes, MemoryStore
-from streamcrawl.agents.stream.counts import admitted, counts_key
+from streamcrawl.agents.frontier.frontier import load_origin, origin_key, queued_entries
+from streamcrawl.agents.frontier.queue import segment_key
+from streamcrawl.agents.frontier.store import SEGMENTS, Changes, MemoryStore
 from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.tables import STAGES, TableStore, write_stages
@@ -80,6 +74,21 @@ def test_a_retry_in_a_sealed_segment_is_patched_in_the_record() -> None:
     assert st.patched == {} and st.done == [1]
 
 
+@pytest.mark.usefixtures("small_segments")
+@pytest.mark.parametrize("legacy_end", [-1, 0, 3])
+def test_the_queue_is_read_from_its_segments_whatever_legacy_end_holds(legacy_end: int) -> None:
+    """``OriginState.legacy_end`` belonged to an unreleased layout (a key per queued seq) and
+    is no longer read or written (docs/compatibility.md)."""
+    store = MemoryStore()
+    ch, st = Changes(store), OriginState(origin=ORIGIN)
+    for i in range(6):
+        queue.push(ch, st, st.tail, entry(i))
+    assert st.legacy_end == -1
+    ch.commit()
+    st.legacy_end = legacy_end
+    assert [e for _, e in queued_entries(store, st, 10)] == [entry(i) for i in range(6)]
+
+
 def crawl_writes(origins: int, pages: int, batch: int) -> tuple[int, int]:
     """Run a simulated crawl through the agent: ``origins`` origins of ``pages`` pages, each
     page linking the next two of its origin, outcomes applied ``batch`` events at a time.
@@ -123,7 +132,7 @@ def test_a_page_costs_one_seen_mark_and_a_share_of_its_origins_record() -> None:
     """The layout's promise at the table level (bench/kafka_probe.py measures the changelog):
     with up to 8 outcomes of an origin per batch, a page costs ~1.21 writes (1 seen mark, a
     share of its origin's record and of the partition's counters, 2/SEGMENT segment writes),
-    where the previous layout cost one more put and one delete per page."""
+    where a key per queued URL would cost one more put and one delete per page."""
     writes, fetched_pages = crawl_writes(origins=4, pages=200, batch=32)
     assert fetched_pages == 800
     assert writes / fetched_pages <= 1.5
@@ -233,68 +242,3 @@ def test_every_crash_point_of_a_segmented_batch_ends_each_url_exactly_once(
     admitted |= {f"{ORIGIN}/{c}" for c in "abcdefg"}
     assert sorted(u for u, _ in ended) == sorted(admitted)  # each exactly once
     assert not [k for k in store._tables[SEGMENTS[0]] if k[:1] == SEGMENTS]  # nothing left
-
-
-def old_origin_record(origin: str, tail: int) -> bytes:
-    """The origins record as the previous layout wrote it: no queue fields."""
-    fields = msgspec.structs.asdict(OriginState(origin=origin, tail=tail))
-    return msgspec.msgpack.encode(
-        {k: v for k, v in fields.items() if k not in {"inline", "done", "patched", "legacy_end"}}
-    )
-
-
-@pytest.mark.usefixtures("small_segments")
-def test_a_changelog_of_the_previous_layout_is_read_and_drained_in_order() -> None:
-    """Upgrade: an origin whose seqs 0-5 were written one key each (seq 2 already ended) is
-    fetched in order; its new URLs are segmented after them; the old keys are deleted as their
-    URLs end; a retry of an old entry rewrites its key, as before."""
-    a, _, _, store = agent()
-    old = {legacy_key(ORIGIN, s): msgspec.msgpack.encode(entry(s)) for s in (0, 1, 3, 4, 5)}
-    old[origin_key(ORIGIN)] = old_origin_record(ORIGIN, 6)
-    old |= {SEEN + b"c\x00x": b"1"}
-    store.write(old)
-    st = load_origin(store, ORIGIN)
-    assert st.legacy_end == -1 and [e.url for _, e in queued_entries(store, st, 9)] == [
-        f"{ORIGIN}/{s}" for s in (0, 1, 3, 4, 5)
-    ]
-    retry = Outcome(
-        crawl_id="c",
-        origin=ORIGIN,
-        kind="page",
-        seq=0,
-        url=f"{ORIGIN}/0",
-        state="retry",
-        started_at=1.0,
-        finished_at=1.5,
-    )
-    asyncio.run(a.handle(Where("x.outcomes", HERE, 1), encode(retry)))
-    assert (
-        msgspec.msgpack.decode(store.get(legacy_key(ORIGIN, 0)) or b"", type=QueueEntry).attempts
-        == 1
-    )
-    asyncio.run(a.handle(Where("x.outcomes", HERE, 2), fetched(ORIGIN, 1, "/1", "/new1", "/new2")))
-    st = load_origin(store, ORIGIN)
-    assert st.legacy_end == 6 and st.tail == 8
-    assert store.get(legacy_key(ORIGIN, 1)) is None
-    assert urls(store) == [f"{ORIGIN}/{s}" for s in (0, 3, 4, 5)] + [
-        f"{ORIGIN}/new1",
-        f"{ORIGIN}/new2",
-    ]
-    ended = drain(a, store)
-    assert [u for u, _ in ended] == [f"{ORIGIN}/{s}" for s in (0, 3, 4, 5)] + [
-        f"{ORIGIN}/new1",
-        f"{ORIGIN}/new2",
-    ]
-    assert not [k for k in store._tables[PENDING[0]]]  # every old key and segment is gone
-
-
-def test_the_admitted_count_of_the_previous_layout_still_bounds_the_budget() -> None:
-    """Upgrade: the count a partition kept in its own key (``admitted_key``) is where the
-    counts record's ``admitted`` starts; a batch then writes one counter key, not two."""
-    a, rec, _, store = agent(max_pages=5)
-    store.write({admitted_key("c"): b"3"})
-    asyncio.run(a.handle(Where("x.frontier", HERE, 0), links(ORIGIN, "/", "/a", "/b", "/c")))
-    assert statuses(rec) == [(f"{ORIGIN}/b", "cancelled"), (f"{ORIGIN}/c", "cancelled")]
-    assert admitted(Changes(store), HERE, "c") == 5
-    _, writes = rec.batches[-1]
-    assert [k for k in writes[HERE] if k[:1] == META] == [counts_key(HERE)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from streamcrawl.agents.sinks.contract import crawl_shard, micros, origin_bucket, url_hash
+from streamcrawl.agents.sinks.contract import micros, origin_bucket, url_hash
 from streamcrawl.topology.settings import Settings
 
 
@@ -28,5 +28,5 @@ def test_settings_build_the_cassandra_config() -> None:
 def test_row_helpers() -> None:
     h = url_hash("https://example.org/")
     assert len(h) == 32 and h == url_hash("https://example.org/")
-    assert 0 <= origin_bucket(h) < 64 and 0 <= crawl_shard(h) < 256
+    assert 0 <= origin_bucket(h) < 64
     assert micros(1.5) == 1_500_000

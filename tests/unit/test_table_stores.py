@@ -16,7 +16,7 @@ from faust.types import TP
 from streamcrawl.topology.settings import load_settings
 from streamcrawl.topology.worker import table_stores
 from streamcrawl.topology.worker.app import create_app
-from streamcrawl.topology.worker.table_stores import RocksStore, drop_databases
+from streamcrawl.topology.worker.table_stores import FaustRocksStore, drop_databases
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_the_worker_tables_revoke_and_stop_without_collections(
     app = create_app(load_settings(state_dir=tmp_path, partitions=3))
     table = app.tables["seen"]
     store = table.data
-    assert isinstance(store, RocksStore)
+    assert isinstance(store, FaustRocksStore)
     for partition in (0, 1, 2):
         store._db_for_partition(partition)
     changelog = next(iter(table.changelog_topic.topics))

@@ -21,19 +21,24 @@ import msgspec
 from aiohttp.abc import AbstractResolver
 
 from streamcrawl.agents.content.listings import merge, seed_sitemaps
-from streamcrawl.agents.frontier.frontier import Frontier, admitted_count, load_origin, seen_key
+from streamcrawl.agents.frontier.frontier import (
+    Frontier,
+    admitted_count,
+    decode_origin,
+    load_origin,
+    seen_key,
+)
 from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import META, ORIGINS, Changes, RocksStore, Store
 from streamcrawl.agents.net.fetch import make_session
 from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.net.stages import Report, Stages, wait_first
 from streamcrawl.agents.policy.rules import CrawlRules
-from streamcrawl.agents.sinks.files import FilesSink
+from streamcrawl.agents.sinks.files import JsonlOutput
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
 
 log = logging.getLogger(__name__)
 
-_decode_origin = msgspec.msgpack.Decoder(OriginState).decode
 OFFSETS_KEY = META + b"offsets"
 POLICY_KEY = META + b"policy"
 STOP_GRACE = 5.0  # seconds in-flight requests get to finish after Ctrl-C
@@ -97,7 +102,7 @@ class EmbeddedCrawl:
         self.store = store if store is not None else RocksStore(state_dir / policy.crawl_id)
         offsets = self.store.get(OFFSETS_KEY)
         committed = tuple(int(x) for x in offsets.split(b",")) if offsets else (0, 0)
-        self.sink = FilesSink(out_dir, (committed[0], committed[1]))
+        self.sink = JsonlOutput(out_dir, (committed[0], committed[1]))
         self.frontier = Frontier()
         self.scheduler = Scheduler(self.store, self._rules_for)
         self.summary = Summary(crawl_id=policy.crawl_id, out_dir=str(out_dir))
@@ -117,7 +122,7 @@ class EmbeddedCrawl:
     def _restore(self) -> None:
         """Index every origin with queued URLs (a resumed crawl) and admit the seeds."""
         for _, raw in self.store.scan(ORIGINS):
-            state = _decode_origin(raw)
+            state = decode_origin(raw)
             if state.head < state.tail:
                 self.scheduler.track(state)
                 self.summary.queued += state.tail - state.head

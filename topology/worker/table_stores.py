@@ -10,7 +10,7 @@ table (three), whether or not anything was revoked, and three times more at stop
 collector").
 
 Nothing of ours keeps a database: CPython frees it, and RocksDB closes it, as soon as the
-store lets it go. So ``RocksStore`` collects only when a database it let go is still
+store lets it go. So ``FaustRocksStore`` collects only when a database it let go is still
 referenced elsewhere (``sys.getrefcount``), which is when Faust's collection was needed.
 """
 
@@ -49,7 +49,7 @@ def drop_databases(dbs: MutableMapping[int, Any], partitions: Set[int]) -> bool:
     return held
 
 
-class RocksStore(rocksdb.Store):  # type: ignore[misc]  # Faust's classes are untyped
+class FaustRocksStore(rocksdb.Store):  # type: ignore[misc]  # Faust's classes are untyped
     """Faust's RocksDB store; revoke and stop let databases go by ``drop_databases``."""
 
     def revoke_partitions(self, table: Any, tps: Set[TP]) -> None:
@@ -65,12 +65,12 @@ class RocksStore(rocksdb.Store):  # type: ignore[misc]  # Faust's classes are un
 
 
 class RocksTable(faust.Table):  # type: ignore[misc,type-arg]
-    """A Faust table whose ``rocksdb://`` store is ``RocksStore`` (``App(Table=...)``)."""
+    """A Faust table whose ``rocksdb://`` store is ``FaustRocksStore`` (``App(Table=...)``)."""
 
     def _new_store_by_url(self, url: str | URL) -> Any:
         if URL(str(url)).scheme != "rocksdb":
             return super()._new_store_by_url(url)
-        return RocksStore(
+        return FaustRocksStore(
             url,
             self.app,
             self,
