@@ -19,6 +19,7 @@ from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 from streamcrawl.topology.worker import clients as kafka_clients
+from streamcrawl.topology.worker.internals import fetch_in_windows
 
 URL = "http://127.0.0.1:9/"
 
@@ -98,7 +99,7 @@ async def test_an_idle_view_is_ready_at_once_sees_a_new_spec_at_once_and_stops_a
         admin.topic_name(settings, "control"),
         budget,
         Metrics(),
-        tune_consumer=kafka_clients.fetch_in_windows,
+        tune_consumer=fetch_in_windows,
     )
     loop = asyncio.get_running_loop()
     await view.start()

@@ -1,6 +1,6 @@
 """The worker's consumers fetch in short windows while records come and wait long while none
 do, and their fetch routines do not wake on a 200 ms timer
-(``topology.kafka_clients.fetch_in_windows``): Faust's own consumer, which has no setting for
+(``topology.worker.internals.fetch_in_windows``): Faust's own consumer, which has no setting for
 it, the sink's and the shared view's."""
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import pytest
 
 from streamcrawl.topology.settings import load_settings
 from streamcrawl.topology.worker import app as app_module
-from streamcrawl.topology.worker import clients as kafka_clients
 from streamcrawl.topology.worker.clients import (
     FETCH_MAX_WAIT_MS,
     FETCH_MIN_BYTES,
     FETCHER_TIMEOUT_S,
     IDLE_FETCH_MAX_WAIT_MS,
-    fetch_in_windows,
 )
+from streamcrawl.topology.worker.internals import fetch_in_windows
 
 
 class Fetcher:
@@ -110,7 +109,7 @@ def test_the_sink_and_shared_view_consumers_are_tuned_once_started(
 
     monkeypatch.setattr(app_module, service, Recording)
     app_module.create_app(load_settings(state_dir=tmp_path))
-    assert tunes == [kafka_clients.fetch_in_windows]
+    assert tunes == [fetch_in_windows]
 
 
 def test_fausts_livelock_check_looks_at_every_partition_without_a_task_each(

@@ -30,18 +30,6 @@ from faust.types import TP
 log = logging.getLogger(__name__)
 
 
-def committed_offset(consumer: Any, topic: str, partition: int) -> int | None:
-    """The consumer's committed offset of ``topic``/``partition`` (the next offset to read),
-    as the frontier agent's catch-up markers need it (``FrontierAgent``'s ``committed``).
-
-    Faust's own record (``Consumer._committed_offset``): dropped when the partition is revoked,
-    set to the group's committed offset by the seek that ends a recovery (``perform_seek``, 0
-    read as None), advanced by each commit. So an event read before that seek, at a position
-    left over from before the rebalance, is never taken as following the committed offset."""
-    value = consumer._committed_offset.get(TP(topic, partition))
-    return None if value is None else int(value)
-
-
 async def log_start_offset(consumer: Any, topic: str, partition: int) -> int:
     """The first offset the log of ``topic``/``partition`` still holds (``FrontierAgent``'s
     ``log_start``): where the consumer resumes (auto offset reset: earliest) when the group

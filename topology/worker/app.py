@@ -39,18 +39,14 @@ from streamcrawl.agents.stream.sink_agent import SinkConsumer
 from streamcrawl.agents.stream.tables import TableStore
 from streamcrawl.topology.admin.topics import app_id, sink_group
 from streamcrawl.topology.settings import Settings
-from streamcrawl.topology.worker.acks import (
-    committed_offset,
-    log_start_offset,
-    refuse_untracked_acks,
-    untrack,
-)
+from streamcrawl.topology.worker.acks import log_start_offset, refuse_untracked_acks, untrack
 from streamcrawl.topology.worker.batching import DurableCommit, run_batches
-from streamcrawl.topology.worker.clients import (
-    aiokafka_connection,
-    faust_credentials,
+from streamcrawl.topology.worker.clients import aiokafka_connection, faust_credentials
+from streamcrawl.topology.worker.internals import (
+    committed_offset,
     fetch_in_windows,
     fetch_worker_in_windows,
+    read_offset,
 )
 from streamcrawl.topology.worker.rebalance import RebalanceGate
 from streamcrawl.topology.worker.table_reads import DirectReads
@@ -362,7 +358,7 @@ def _consumer_lag(app: faust.App, metrics: Metrics) -> None:
         for tp in consumer.assignment():
             if tp.topic.endswith("-changelog"):
                 continue
-            read = consumer._read_offset.get(tp)  # type: ignore[attr-defined]
+            read = read_offset(consumer, tp)
             high = consumer.highwater(tp)
             if high is not None:
                 lag = max(0, high - (read + 1 if read is not None else 0))

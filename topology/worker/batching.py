@@ -23,16 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from faust.streams import _current_event
 from faust.types import TP
 
 from streamcrawl.agents.stream.frontier_agent import Enter, FrontierAgent, Sends, Where, Writes
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.tables import STAGES, namespaces, write_stages
+from streamcrawl.topology.worker.internals import set_current_event
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +42,6 @@ FRONTIER_BATCH = 500  # events applied together at most
 # what it costs at high rates. 200 ms instead of 50 (with the sink's ``SINK_WINDOW``): 9.7 ->
 # 7.1 ms of worker CPU per page at 16 x 100 and 0.5 s (docs/architecture.md).
 FRONTIER_WITHIN = 0.2
-
-
-def set_current_event(event: Any) -> None:
-    """Make ``event`` the current one of this task: Faust tables read and write (RocksDB and
-    changelog) the partition of the current event, which only the stream's own task has."""
-    _current_event.set(weakref.ref(event))
 
 
 async def run_batches(
@@ -175,4 +168,4 @@ class DurableCommit:
             table.data.set_persisted_offset(TP(topic, partition), offset)
 
 
-__all__: Sequence[str] = ("DurableCommit", "run_batches", "set_current_event")
+__all__: Sequence[str] = ("DurableCommit", "run_batches")

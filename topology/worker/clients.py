@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from streamcrawl.agents.stream.connection import KafkaConnection
@@ -21,8 +20,6 @@ from streamcrawl.topology.admin.errors import refused_credentials, tls_failed, u
 from streamcrawl.topology.settings import ENV_PREFIX, Settings
 
 if TYPE_CHECKING:
-    import faust
-    from aiokafka import AIOKafkaConsumer
     from faust.types.auth import CredentialsT
 
 
@@ -123,52 +120,3 @@ FETCH_MIN_BYTES = 64 * 1024
 FETCH_MAX_WAIT_MS = 100
 IDLE_FETCH_MAX_WAIT_MS = 1500
 FETCHER_TIMEOUT_S = 1.5
-
-
-def fetch_in_windows(consumer: AIOKafkaConsumer) -> None:
-    """Switch a started ``consumer``'s fetches between the window above (while records come)
-    and the idle wait (once a fetch brought nothing), and slow its fetch routine's timer.
-    aiokafka's fetcher reads these values each time it builds a fetch request or waits;
-    ``_proc_fetch_request`` says whether records came."""
-    fetcher = consumer._fetcher
-    fetcher._fetcher_timeout = max(fetcher._fetcher_timeout, FETCHER_TIMEOUT_S)
-    fetcher._fetch_max_wait_ms = max(fetcher._fetch_max_wait_ms, IDLE_FETCH_MAX_WAIT_MS)
-    idle = (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms)
-    proc = fetcher._proc_fetch_request
-
-    async def proc_fetch_request(*args: Any) -> bool:
-        got: bool = await proc(*args)
-        busy = (FETCH_MIN_BYTES, FETCH_MAX_WAIT_MS)
-        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = busy if got else idle
-        return got
-
-    fetcher._proc_fetch_request = proc_fetch_request
-
-
-def fetch_worker_in_windows(app: faust.App) -> None:
-    """``fetch_in_windows`` for Faust's worker consumer (Faust has no setting for its fetches:
-    it passes aiokafka a fixed ``fetch_max_wait_ms``): its transport builds the consumer thread
-    through these subclasses."""
-    from faust.transport.drivers import aiokafka as driver
-
-    class ConsumerThread(driver.AIOKafkaConsumerThread):
-        async def on_start(self) -> None:
-            await super().on_start()
-            fetch_in_windows(self._ensure_consumer())
-
-    class Consumer(driver.Consumer):
-        def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
-            return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
-        async def verify_all_partitions_active(self) -> None:
-            """Faust's livelock check (every 2.5 commit intervals: it logs a partition whose
-            events stopped), without Faust's ``await self.sleep(0)`` per partition: a task
-            and a timer each, ~24 a second for an idle worker's 60 partitions, for checks
-            of a few microseconds."""
-            now = monotonic()
-            for tp in self.assignment():
-                if self.should_stop:
-                    return
-                self.verify_event_path(now, tp)
-
-    app.transport.Consumer = Consumer  # type: ignore[misc]

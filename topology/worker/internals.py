@@ -1,0 +1,115 @@
+"""Every access of the worker to Faust's and aiokafka's private internals, in one place.
+
+Checked against faust-streaming 0.15 and aiokafka 0.14 (``CHECKED_AGAINST``;
+tests/unit/test_internals.py fails on another series, so an upgrade starts here). What each
+reaches, and why no public API does it:
+
+- aiokafka ``Fetcher`` (``consumer._fetcher``: ``_fetcher_timeout``, ``_fetch_min_bytes``,
+  ``_fetch_max_wait_ms``, ``_proc_fetch_request``): the fetch windows (``fetch_in_windows``);
+  aiokafka fixes them at construction.
+- Faust's aiokafka driver (``AIOKafkaConsumerThread._ensure_consumer``,
+  ``Consumer._new_consumer_thread``, ``verify_event_path``): the same windows for Faust's own
+  consumer, and its livelock check without a task per partition (``fetch_worker_in_windows``).
+- Faust ``Consumer._committed_offset`` and ``_read_offset``: the committed and read positions
+  of a partition (``committed_offset``, ``read_offset``); Faust exposes neither.
+- ``faust.streams._current_event``: the event whose partition a table reads and writes
+  (``set_current_event``), for the frontier agent's batches.
+- Elsewhere, by subclassing: ``RocksDB`` store's ``_new_store_by_url``
+  (``topology.worker.table_stores``); and the public ``consumer.ack`` and ``consumer.unacked``
+  that ``topology.worker.acks`` wraps and prunes.
+"""
+
+from __future__ import annotations
+
+import weakref
+from time import monotonic
+from typing import TYPE_CHECKING, Any
+
+from faust.streams import _current_event
+from faust.types import TP
+
+from streamcrawl.topology.worker.clients import (
+    FETCH_MAX_WAIT_MS,
+    FETCH_MIN_BYTES,
+    FETCHER_TIMEOUT_S,
+    IDLE_FETCH_MAX_WAIT_MS,
+)
+
+if TYPE_CHECKING:
+    import faust
+    from aiokafka import AIOKafkaConsumer
+
+CHECKED_AGAINST = {"faust-streaming": "0.15", "aiokafka": "0.14"}
+
+
+def committed_offset(consumer: Any, topic: str, partition: int) -> int | None:
+    """The consumer's committed offset of ``topic``/``partition`` (the next offset to read),
+    as the frontier agent's catch-up markers need it (``FrontierAgent``'s ``committed``).
+
+    Faust's own record (``Consumer._committed_offset``): dropped when the partition is revoked,
+    set to the group's committed offset by the seek that ends a recovery (``perform_seek``, 0
+    read as None), advanced by each commit. So an event read before that seek, at a position
+    left over from before the rebalance, is never taken as following the committed offset."""
+    value = consumer._committed_offset.get(TP(topic, partition))
+    return None if value is None else int(value)
+
+
+def read_offset(consumer: Any, tp: TP) -> int | None:
+    """The offset of the last message the consumer read from ``tp`` (None: none yet)."""
+    value = consumer._read_offset.get(tp)
+    return None if value is None else int(value)
+
+
+def set_current_event(event: Any) -> None:
+    """Make ``event`` the current one of this task: Faust tables read and write (RocksDB and
+    changelog) the partition of the current event, which only the stream's own task has."""
+    _current_event.set(weakref.ref(event))
+
+
+def fetch_in_windows(consumer: AIOKafkaConsumer) -> None:
+    """Switch a started ``consumer``'s fetches between the window above (while records come)
+    and the idle wait (once a fetch brought nothing), and slow its fetch routine's timer.
+    aiokafka's fetcher reads these values each time it builds a fetch request or waits;
+    ``_proc_fetch_request`` says whether records came."""
+    fetcher = consumer._fetcher
+    fetcher._fetcher_timeout = max(fetcher._fetcher_timeout, FETCHER_TIMEOUT_S)
+    fetcher._fetch_max_wait_ms = max(fetcher._fetch_max_wait_ms, IDLE_FETCH_MAX_WAIT_MS)
+    idle = (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms)
+    proc = fetcher._proc_fetch_request
+
+    async def proc_fetch_request(*args: Any) -> bool:
+        got: bool = await proc(*args)
+        busy = (FETCH_MIN_BYTES, FETCH_MAX_WAIT_MS)
+        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = busy if got else idle
+        return got
+
+    fetcher._proc_fetch_request = proc_fetch_request
+
+
+def fetch_worker_in_windows(app: faust.App) -> None:
+    """``fetch_in_windows`` for Faust's worker consumer (Faust has no setting for its fetches:
+    it passes aiokafka a fixed ``fetch_max_wait_ms``): its transport builds the consumer thread
+    through these subclasses."""
+    from faust.transport.drivers import aiokafka as driver
+
+    class ConsumerThread(driver.AIOKafkaConsumerThread):
+        async def on_start(self) -> None:
+            await super().on_start()
+            fetch_in_windows(self._ensure_consumer())
+
+    class Consumer(driver.Consumer):
+        def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
+            return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+        async def verify_all_partitions_active(self) -> None:
+            """Faust's livelock check (every 2.5 commit intervals: it logs a partition whose
+            events stopped), without Faust's ``await self.sleep(0)`` per partition: a task
+            and a timer each, ~24 a second for an idle worker's 60 partitions, for checks
+            of a few microseconds."""
+            now = monotonic()
+            for tp in self.assignment():
+                if self.should_stop:
+                    return
+                self.verify_event_path(now, tp)
+
+    app.transport.Consumer = Consumer  # type: ignore[misc]
