@@ -45,7 +45,7 @@ any difference not in this list):
 
 Speed: ``Canonicalizer`` adds a (base, href) LRU in front (a page's hrefs keyed by what they
 depend on: nothing, the origin, or the folder of the base), and hosts are memoised
-(``bench/micro_canonical.py``; rows in ``bench/notes/issue15-findings.md``).
+(``bench/micro_canonical.py``; rows in ``bench/notes/canonicalization-and-discovery.md``).
 """
 
 from __future__ import annotations
