@@ -1,5 +1,5 @@
-"""Discovery bench (issue 15): CPU per page of a site found only through a gzipped sitemap
-index, against a link-only crawl of the same pages.
+"""Discovery bench: CPU per page of a site found only through a gzipped sitemap index, against
+a link-only crawl of the same pages (docs/performance.md, "Canonicalization and discovery").
 
 Run: ``python -m bench.discovery [--pages N] [--runs R]``. Two sites of N pages with the same
 body filler, served by ``python -m http.server`` in a subprocess (its CPU is not counted):

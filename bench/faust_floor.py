@@ -1,8 +1,8 @@
-"""What consuming one event costs the worker, through Faust or on aiokafka directly (issue 11).
+"""What consuming one event costs the worker, through Faust or on aiokafka directly.
 
 The frontier agent reads ``frontier`` and ``outcomes`` through a Faust stream
-(``topology/batching.run_batches``: a reader task iterates ``stream.noack().events()`` into a
-queue, the agent takes batches, then acks each event). This measures that plumbing alone,
+(``topology.worker.batching.run_batches``: a reader task iterates ``stream.noack().events()``
+into a queue, the agent takes batches, then acks each event). This measures that plumbing alone,
 with a frontier that does nothing, against the alternative: an aiokafka consumer reading
 ``getmany`` batches and committing once per batch. Both read the same ``--messages`` values
 (``--size`` bytes, keyed over ``--partitions`` partitions) from a fresh topic of the running
@@ -11,7 +11,7 @@ stream, so that fetching is inside the measured interval, not prefetched before 
 mode runs in its own process on a topic of its own and reports its process CPU (all threads:
 Faust's consumer thread included) from its first event to its last, per event.
 
-    source /work/svc/shared/env          # or .services/env
+    source .services/env                 # written by scripts/services.sh start
     .venv/bin/python -m bench.faust_floor --messages 10000 --rate 1000 --runs 3
 """
 

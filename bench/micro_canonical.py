@@ -3,8 +3,8 @@
 Run: ``python bench/micro_canonical.py``.  Prints microseconds per link for:
 
 * ``w3lib``: ``urljoin`` + ``url_query_cleaner`` + ``canonicalize_url`` (the baseline);
-* ``resolve (ada)``: the WHATWG resolution alone (``agents.canonical.resolve``, the ada parser),
-  no crawl rules: what browser-exact resolution costs of ``canonicalize``;
+* ``resolve (ada)``: the WHATWG resolution alone (``agents.urls.canonical.resolve``, the ada
+  parser), no crawl rules: what browser-exact resolution costs of ``canonicalize``;
 * ``canonicalize``: our module function (ada resolution + the crawl rules), no cache;
 * ``links fresh``: ``Canonicalizer.links`` with a new, empty cache per page (all misses);
 * ``links cold``: one ``Canonicalizer``, a new page URL each time (relative hrefs miss; absolute

@@ -4,7 +4,7 @@
 ``DIR`` (default: the Debian postgresql-doc-15 tree) and prints, per page, medians of 5 rounds of
 process CPU time: ``parse_html`` (which now also reads anchor texts and rel tokens),
 ``page_links`` (canonicalize, deduplicate, scope-check the listed links: ``Page.links``) and
-``Canonicalizer.links`` of the same hrefs (what the pipeline already paid to group them). With
+``Canonicalizer.links`` of the same hrefs (what the stages already paid to group them). With
 ``--baseline FILE`` (an earlier ``agents/content/parse.py``, e.g.
 ``git show REV:agents/content/parse.py > /tmp/parse_before.py``) that parser is timed too.
 Then the distribution of links per page and of bytes per listed link and per page's ``links`` array.

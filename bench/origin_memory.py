@@ -1,7 +1,7 @@
 """Memory and index rebuild of the fetch service over synthetic tables: many origins, no crawl.
 
 ``build`` writes three RocksDB tables (``seen``, ``pending``, ``origins``, with the bounded
-options of ``agents.state.rocks_options``) holding ``--origins`` origins, each with one URL
+options of ``agents.frontier.store.rocks_options``) holding ``--origins`` origins, each with one URL
 queued, and ``--seen`` seen URLs. ``measure`` (a fresh process per bound) opens them as the
 worker's ``TableStore``, builds a ``FetchService`` with ``--max-origins`` (``0``: no bound),
 assigns it every partition and reports: the time from the assignment (``_index``) to the first

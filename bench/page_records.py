@@ -7,8 +7,8 @@ mean), the bytes of its ``links`` array (mean), the topic's bytes on the broker'
 record batches: the ``*.log`` files under ``--kafka-data``, when given) and, with
 ``--cassandra``, the mean length of the ``links`` cell of the run's keyspace (``bench_<tag>``).
 
-    source /work/svc/<you>/env            # the private services the runs used
-    .venv/bin/python -m bench.page_records --kafka-data /work/svc/<you>/kafka/data --cassandra
+    source .services/env                  # the services the runs used (scripts/services.sh)
+    .venv/bin/python -m bench.page_records --kafka-data .services/kafka/data --cassandra
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one benchmark command (issue 6): ``python -m bench.run [options]`` from the repo root.
+"""The one benchmark command: ``python -m bench.run [options]`` from the repo root.
 
 Generates the synthetic web, serves it with nginx on 127.0.0.1, runs every crawler on it
 (interleaved, ``--runs`` times each), then the politeness-bound run, the memory run (``--memory``)

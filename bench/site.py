@@ -1,4 +1,4 @@
-"""Deterministic synthetic web for the crawler benchmark (issue 6).
+"""Deterministic synthetic web for the crawler benchmark (bench/README.md, "The synthetic web").
 
 ``generate(root, origins=M, pages=P)`` writes M origins (one directory per port on 127.0.0.1),
 each with P HTML pages of about 24 KB and about 30 links, a ``robots.txt`` that disallows

@@ -1,4 +1,4 @@
-"""The Kafka worker's own rows (issue 11): an idle worker, and a crawl that does not saturate.
+"""The Kafka worker's own rows: an idle worker, and a crawl that does not saturate.
 
 * ``idle``: one worker with ``partitions`` partitions and nothing to crawl; after ``settle``
   seconds (group join, recovery, catch-up markers) its CPU over ``seconds`` as a share of one

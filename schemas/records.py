@@ -14,12 +14,14 @@ import msgspec
 from msgspec import Meta
 
 # v2: CrawlPolicy, FrontierBatch and UrlRef carry their bounds (below); readers still accept v1
-# records, validated against the v2 bounds (``schemas.codec.KNOWN_VERSIONS``). Also v2 (issue
-# 15): the discovery fields of CrawlPolicy, ``kind``/``lastmod`` of UrlRef, ``lastmod`` of
-# Outcome and UrlStatus, the ``sitemap``/``feed`` terminal states.
-# v3 (issue 12): a page's outlinks (``Page.links``, ``links_total``, ``links_truncated``) and
-# ``CrawlPolicy.max_page_links``; v1 and v2 records are still accepted (no links: ``links`` is
-# empty and ``links_total`` null). ``Page.outlinks`` keeps its v1 meaning.
+# records, validated against the v2 bounds (``schemas.codec.KNOWN_VERSIONS``). Also v2, for
+# discovery through sitemaps and feeds: the discovery fields of CrawlPolicy, ``kind``/``lastmod``
+# of UrlRef, ``lastmod`` of Outcome and UrlStatus, the ``sitemap``/``feed`` terminal states.
+# v3: a page's outlinks (``Page.links``, ``links_total``, ``links_truncated``) and
+# ``CrawlPolicy.max_page_links`` (docs/architecture.md, "Outlinks in the page record (schema
+# v3)"); v1 and v2 records are still accepted (no links: ``links`` is empty and ``links_total``
+# null). ``Page.outlinks`` keeps its v1 meaning. Which versions are read, and why:
+# docs/compatibility.md.
 SCHEMA_VERSION = 3
 
 
@@ -66,7 +68,7 @@ MAX_BATCH_URLS = 10_000
 MAX_PAGES = 10**12
 # Page.links: at most MAX_PAGE_LINKS entries (the crawl's max_page_links, default
 # DEFAULT_PAGE_LINKS), anchor texts of at most MAX_ANCHOR_CHARS, at most MAX_REL_TOKENS rel
-# tokens of at most MAX_REL_CHARS each (docs/architecture.md, "Outlinks").
+# tokens of at most MAX_REL_CHARS each (docs/architecture.md, "Outlinks in the page record").
 MAX_PAGE_LINKS = 100_000
 DEFAULT_PAGE_LINKS = 1_000
 MAX_ANCHOR_CHARS = 256
@@ -309,8 +311,8 @@ class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
 class OriginState(msgspec.Struct, kw_only=True):
     """Per-origin frontier state: queue bounds, timing, backoff and the cached robots.txt.
 
-    Pending entries live at ``[head, tail)`` (``agents.queue``: the open segment inline here,
-    sealed segments of ``SEGMENT`` entries under their own keys). ``next_fetch_at`` is the
+    Pending entries live at ``[head, tail)`` (``agents.frontier.queue``: the open segment inline
+    here, sealed segments of ``SEGMENT`` entries under their own keys). ``next_fetch_at`` is the
     earliest time the next request to this origin may start (epoch seconds).
     """
 

@@ -1,6 +1,6 @@
-"""Run integration tests over and over and count: the Kafka guarantees, N runs each (issue 11).
+"""Run integration tests over and over and count: the Kafka guarantees, N runs each.
 
-    source /work/svc/shared/env     # or .services/env
+    source .services/env            # written by scripts/services.sh start
     .venv/bin/python scripts/loop_tests.py --runs 20 --out /tmp/loop.json
     .venv/bin/python scripts/loop_tests.py --runs 5 --test tests/integration/test_admin.py
 

@@ -1,7 +1,7 @@
 """scripts/services.sh right after the README's install: the readiness probes' python.
 
 A fresh shell has neither PYTHON nor VIRTUAL_ENV; ``python3`` there is the system's, which cannot
-probe Kafka (issue 10 item 9). ``default_python`` (scripts/_services/common.sh) must then pick
+probe Kafka. ``default_python`` (scripts/_services/common.sh) must then pick
 the repository's ``.venv``, and that venv's python must have the probes' clients.
 """
 

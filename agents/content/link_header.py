@@ -1,7 +1,7 @@
 """``Link:`` response headers (RFC 8288): the targets a crawler follows or records.
 
 ``header_links`` reads a (possibly joined) ``Link`` header value into ``(target, rels)`` pairs;
-``page_rels`` picks what the pipeline uses: ``rel=canonical`` (recorded on the page) and
+``page_rels`` picks what the stages use: ``rel=canonical`` (recorded on the page) and
 ``next``/``prev`` (followed like ``<link rel=next>``). Pure and total: a malformed part is
 skipped, never an error; linear in the header's length.
 """

@@ -24,7 +24,8 @@ Link choices:
   at most ``MAX_ANCHOR_CHARS``; the first non-empty one of its occurrences), its rel tokens
   (lowercase, in order, at most ``MAX_REL_TOKENS`` of at most ``MAX_REL_CHARS`` characters; those
   every occurrence has) and the tag of its first occurrence. Anchor text is read only for an
-  href's first occurrence and while it is still empty: about 1 us per link.
+  href's first occurrence and while it is still empty, so that it costs little per link
+  (``bench/micro_outlinks.py``; docs/performance.md, "Outlinks in the page record").
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from streamcrawl.schemas.records import MAX_ANCHOR_CHARS, MAX_REL_CHARS, MAX_REL
 log = logging.getLogger(__name__)
 
 MAX_TITLE_CHARS: Final = 2048
-# Without DOM mutation events lexbor parses about twice as fast; the events only implement
+# Without DOM mutation events lexbor does less work per node; the events only implement
 # behaviours such as <selectedcontent> mirroring an <option>, which link extraction never sees.
 _OPTIONS: Final = int(LexborDocumentOptions.WO_EVENTS)
 _SELECTOR: Final = (

@@ -1,12 +1,12 @@
 """The frontier: dedupe, per-origin durable FIFO queues, per-origin timing and backoff.
 
-Pure logic over a ``Changes`` overlay (see ``agents.state``): the single writer (the embedded
-runner, or the Faust frontier agent) calls ``admit`` for discovered URLs and ``apply`` for fetch
-outcomes, then commits the overlay (atomically in the embedded runner; key by key in a
+Pure logic over a ``Changes`` overlay (``agents.frontier.store``): the single writer (the
+embedded runner, or the Faust frontier agent) calls ``admit`` for discovered URLs and ``apply``
+for fetch outcomes, then commits the overlay (atomically in the embedded runner; key by key in a
 crash-safe order in the Faust tables, so a crash can leave part of one commit). Both are
 idempotent, which also completes such a partial commit: a replayed batch finds its URLs seen; a
 replayed outcome finds its queue entry ended and only repeats its terminal status. The queue's
-layout (segments, the head cursor in the origin's record) is ``agents.queue``.
+layout (segments, the head cursor in the origin's record) is ``agents.frontier.queue``.
 """
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ class Frontier:
         the URL seen, repeats its terminal status (one lost in a crash is sent again) while any
         other event linking the URL is a plain duplicate. A URL it queues is marked seen with it
         and its seq: if a crash lost the origin state that counted it (the seen marks are
-        written before the origin, see ``kafka_state``), the replay queues it at the same seq.
+        written before the origin, see ``agents.stream.tables``), the replay queues it at the
+        same seq.
 
         ``count_admitted=False``: the caller keeps the crawl's admitted count itself (the
         Kafka agent, in its partition's counts record), else it is ``admitted_key``.

@@ -5,7 +5,7 @@ its in-flight requests and the start time of the last one; a heap orders origins
 they become ready. Rebuilt from the store when the wiring (re)gains ownership of origins.
 
 Bounded: at most ``max_origins`` origins are in memory. An origin with work that does not fit
-stays in the store only (``overflow``: the wiring's ``agents.origin_index.Refill`` walks the
+stays in the store only (``overflow``: the wiring's ``agents.stream.origin_index.Refill`` walks the
 store for such origins whenever there is room); while some wait there, an origin leaves memory
 after ``TURN`` dispatches with nothing in flight, so every origin gets its turn. Leaving is
 safe for politeness: the frontier's record says when its next request may start.

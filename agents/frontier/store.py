@@ -73,7 +73,7 @@ class MemoryStore(Store):
 # RocksDB keeps every write of a memtable in memory until the memtable is full (64 MiB by
 # default, up to 2 of them), and the frontier rewrites small keys often (an origin's state
 # several times per page, a pending entry put then deleted), so with the defaults a process's
-# RSS grows with the crawl for its first ~100k pages. Small memtables and a bounded block cache
+# RSS grows with the crawl until its memtables are full. Small memtables and a bounded block cache
 # keep it flat; a bloom filter keeps the de-duplication look-ups of unseen URLs off the disk.
 WRITE_BUFFER_BYTES = 4 << 20
 WRITE_BUFFERS = 2

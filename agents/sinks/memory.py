@@ -1,4 +1,4 @@
-"""``MemorySink``: the in-memory twin of ``CassandraSink``, under the contract of ``agents.sink``.
+"""``MemorySink``: the in-memory twin of ``CassandraSink``, under ``agents.sinks.contract``.
 
 On equal timestamps the write that arrives later wins here; Cassandra keeps the larger value per
 cell instead. Equal timestamps with different content do not happen for one URL (a re-fetch is

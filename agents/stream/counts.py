@@ -91,7 +91,7 @@ def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int) -> Non
 
     Replay-safe without an offset: a replayed event queues nothing again (its URLs are seen),
     except when the crash lost its origin's record, and then this key too (written after it,
-    ``kafka_state``)."""
+    ``agents.stream.tables``)."""
     if not queued:
         return
     before = admitted(ch, partition, crawl_id)

@@ -23,7 +23,7 @@ A catch-up marker inside a batch commits what came before it first, so the sched
 its partition with those outcomes applied. It counts only if every offset of its partition
 before it was applied: here, in order, or before the consumer's committed offset
 (``Committed``) or the log start (``LogStart``); otherwise it is ignored, and its re-delivery
-or resend (``agents.kafka_ownership.MARKER_PATIENCE``) counts instead. No event read out of
+or resend (``agents.stream.ownership.MARKER_PATIENCE``) counts instead. No event read out of
 that order (after a rebalance, before the consumer seeks back to an event it skipped) is
 acknowledged (``handle_batch`` returns them): acknowledged, Faust could commit past the skipped
 one, which would then never be applied. An outcome or URL batch among them is applied all the

@@ -103,9 +103,8 @@ def kafka_probe(
     connection: KafkaConnection, topic: str
 ) -> tuple[Probe, Callable[[], Awaitable[None]]]:
     """A probe that asks a broker for the metadata of ``topic``, and the coroutine that closes
-    it. One topic, not all: on a broker holding 3,075 topics the metadata of all of them cost
-    104 ms of CPU per probe (5 % of a core at one probe every 2 s, an idle worker's largest
-    cost), one topic's 0.4 ms."""
+    it. One topic, not all: on a broker holding thousands of topics the metadata of all of them
+    was an idle worker's largest cost (docs/performance.md, "An idle worker")."""
     client: AIOKafkaClient | None = None
 
     async def probe() -> None:

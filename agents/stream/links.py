@@ -1,9 +1,8 @@
 """The links pages found for other origins, of many reports, sent to ``frontier`` together.
 
 ``frontier`` is keyed by origin, so a page's links to other origins went out as one batch per
-origin linked: 3.2 ``frontier`` messages per page on the bench's site (8 origins, ~3 of them
-linked from each page), each a produce and, for the frontier agent, a Faust event; these were
-the larger part of the worker's Kafka messages (docs/architecture.md, "Messages per page").
+origin linked, each a produce and, for the frontier agent, a Faust event; these were the larger
+part of the worker's Kafka messages (docs/performance.md, "Kafka messages per page").
 
 ``LinkBatches.send`` takes a report's batches and returns once they are in Kafka (acked). What
 is handed over until the flush goes (at most ``window`` seconds after the first, sooner where
@@ -34,8 +33,8 @@ from streamcrawl.agents.stream.frontier_agent import Publisher
 from streamcrawl.agents.stream.messages import MESSAGE_BYTES, frontier_values
 from streamcrawl.schemas.records import FrontierBatch
 
-# How long the links of a page wait for other pages' links at most: at 200 pages/s (the
-# bench's saturated worker) 20 pages share one batch per origin (docs/architecture.md).
+# How long the links of a page wait for other pages' links at most: long enough that a busy
+# worker's pages share one batch per origin (docs/performance.md, "Kafka messages per page").
 WINDOW: Final = 0.1
 # A flush starts before its window ends once this many URLs are waiting.
 MAX_URLS: Final = 5000
@@ -44,10 +43,10 @@ MAX_URLS: Final = 5000
 ACK_ROOM: Final = 0.03
 # How long the links of a report may wait at most when its origin has other URLs queued for
 # its next request (``send``'s ``queued``): that request waits for the delay anyway, so the
-# report waits for others until ACK_ROOM before it, up to this. On the bench's politeness
-# row (256 origins at 0.5 s, each page linking ~3 others: little in common within 100 ms)
-# the frontier agent's events per page 3.5 -> 2.9 and the rate 45 -> 58 % of the ideal
-# (medians; docs/architecture.md, "Messages per page").
+# report waits for others until ACK_ROOM before it, up to this. With many origins the few
+# other origins a page links rarely meet within WINDOW; the hold gives the frontier agent fewer
+# events per page and the politeness-bound row a higher rate (docs/performance.md, "Kafka
+# messages per page").
 HOLD: Final = 0.5
 
 
@@ -66,8 +65,8 @@ class LinkBatches:
     stays taken until its outcome is in Kafka, so a
     crawl without a delay makes at most per-origin concurrency / (window + fetch) requests a
     second per origin (8 / 0.1 s: ~75). Flushing those once no other request ran (Nagle's rule)
-    was measured and merged almost nothing: at 8 x 500 without a delay 1.02 ``frontier``
-    messages per page against 0.21-0.27 with the window (docs/architecture.md).
+    was measured and merged almost nothing without a delay (docs/performance.md, "Kafka
+    messages per page").
     """
 
     def __init__(

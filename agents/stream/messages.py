@@ -8,7 +8,7 @@ second, without end. So a report is cut to size before it is sent:
   go to ``frontier`` as batches of that same origin (published, like every other batch,
   before the outcome, so nothing the page produced is lost once the outcome is applied);
 - the batches for ``frontier`` stay unencoded (``Messages.batches``): the fetch service merges
-  those of many reports (``agents.kafka_links``) before ``frontier_values`` encodes them, a
+  those of many reports (``agents.stream.links``) before ``frontier_values`` encodes them, a
   batch split into several when it does not fit, or holds more than ``MAX_BATCH_URLS`` URLs
   (the decoder refuses a bigger one);
 - a robots.txt body that does not fit (JSON escapes can triple it) is cut at a line end;

@@ -1,6 +1,6 @@
 """Which events the frontier agent read in offset order (``FrontierAgent.handle_batch``): a
 catch-up marker counts, and an event is acknowledged, only if every offset of its partition
-before it was applied (``agents.kafka_frontier``'s docstring says why)."""
+before it was applied (``agents.stream.frontier_agent``'s docstring says why)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 # The consumer's committed offset of a topic partition (the next one to read), None if unknown
-# or 0: every event before it was applied (``topology.acks`` refuses the acks of the others).
+# or 0: every event before it was applied (``topology.worker.acks`` refuses the acks of the others).
 Committed = Callable[[str, int], int | None]
 
 # The first offset a topic partition's log still holds (retention deletes the segments before

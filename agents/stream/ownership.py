@@ -1,14 +1,14 @@
 """Which partitions a worker dispatches, and the catch-up gate each passes first.
 
-The group's rebalances reach the fetch service (``agents.kafka_scheduler``) as three calls,
-in this order for one generation: ``revoke`` (every owned partition leaves: the rebalance is
-under way), ``assigned`` (the generation's assignment is known; every previous owner has
-finished its revoke), ``recovered`` (the tables of that assignment are complete). Only then is a
-newly owned partition gated: a catch-up marker goes to its ``outcomes`` partition, and its
-origins are dispatched once the marker comes back (``caught_up``), i.e. once every outcome
-published before it (its previous owner's last ones included) has been applied here (the
-frontier agent ignores a marker read before an earlier offset of its partition was applied:
-``agents.kafka_frontier``).
+The group's rebalances reach the fetch service (``agents.stream.fetch_service``) as three
+calls, in this order for one generation: ``revoke`` (every owned partition leaves: the
+rebalance is under way), ``assigned`` (the generation's assignment is known; every previous
+owner has finished its revoke), ``recovered`` (the tables of that assignment are complete).
+Only then is a newly owned partition gated: a catch-up marker goes to its ``outcomes``
+partition, and its origins are dispatched once the marker comes back (``caught_up``), i.e. once
+every outcome published before it (its previous owner's last ones included) has been applied
+here (the frontier agent ignores a marker read before an earlier offset of its partition was
+applied: ``agents.stream.frontier_agent``).
 
 A recovery can complete for a generation that is already over: faust-streaming 0.15 sends
 ``on_rebalance_complete`` before it checks the generation (``Recovery.on_recovery_completed``),

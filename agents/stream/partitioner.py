@@ -1,11 +1,12 @@
 """Kafka's default partitioner, each key hashed once.
 
 aiokafka's ``DefaultPartitioner`` runs its pure-Python murmur2 over the key of every message
-sent: 1.5 % of a saturated worker's py-spy samples (8 x 500), for keys that repeat all the
-time (every message of an origin is keyed by that origin). ``key_partition`` gives exactly what
-``DefaultPartitioner`` gives (Java's client and librdkafka's ``murmur2_random`` agree on a
-non-empty key), remembering the last ``KEYS`` keys' hashes; ``kafka_state.partition_for``
-(the frontier agent's routing check of every event) uses the same ``key_hash``.
+sent, a visible share of a saturated worker's profile (docs/performance.md, "Table reads and
+the partitioner"), for keys that repeat all the time (every message of an origin is keyed by
+that origin). ``key_partition`` gives exactly what ``DefaultPartitioner`` gives (Java's client
+and librdkafka's ``murmur2_random`` agree on a non-empty key), remembering the last ``KEYS``
+keys' hashes; ``agents.stream.tables.partition_for`` (the frontier agent's routing check of
+every event) uses the same ``key_hash``.
 """
 
 from __future__ import annotations

@@ -123,12 +123,13 @@ def sink_lag(high_watermark: int, written: int) -> int:
 
 SINK_BATCH = 500  # records per poll and sink write
 # How long a poll waits for records: a record ends the wait at once (stopping too), so this
-# only sets how often an idle sink wakes (was 200 ms: 5 times a second).
+# only sets how often an idle sink wakes: rarely (docs/performance.md, "An idle worker").
 SINK_POLL_MS = 5000
 # After a poll that found fewer than SINK_BATCH records, how long to let more arrive before
 # writing: at low rates a poll returns one or two records, and each write pays its fixed
-# costs (the Cassandra calls of a status batch, the offset commit) for them alone. 1 s (was
-# 0.2 s, a sleep): a worker at 16-32 pages/s writes once a second (docs/architecture.md).
+# costs (the Cassandra calls of a status batch, the offset commit) for them alone. With 1 s a
+# worker at tens of pages a second writes once a second (docs/performance.md, "Batch windows
+# and the cost per second").
 SINK_WINDOW = 1.0
 
 

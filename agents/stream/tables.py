@@ -1,10 +1,10 @@
 """The frontier's ``Store`` over Faust tables, and the origin -> partition mapping.
 
-``TableStore`` maps the one-letter namespaces of ``agents.state`` onto three partitioned,
-changelogged tables: ``seen``, ``pending`` (queue segments, and the previous layout's one key
-per URL) and ``origins`` (which also holds the per-partition ``META`` counters, so they move
-with the partition). Keys keep their namespace byte, so a table
-row reads the same as a row of the embedded RocksDB store.
+``TableStore`` maps the one-letter namespaces of ``agents.frontier.store`` onto three
+partitioned, changelogged tables: ``seen``, ``pending`` (queue segments, and the previous
+layout's one key per URL) and ``origins`` (which also holds the per-partition ``META``
+counters, so they move with the partition). Keys keep their namespace byte, so a table row
+reads the same as a row of the embedded RocksDB store.
 
 No Faust import here: a table is anything with ``get``/``__setitem__``/``__delitem__``/``items``
 (a dict in the unit tests). Writes are only legal inside the frontier agent's stream iteration;
@@ -23,8 +23,8 @@ from streamcrawl.agents.stream.partitioner import key_hash
 # Crash-safe write order. Faust writes a table key by key (RocksDB put + a changelog message),
 # so a kill -9 can leave a prefix of one commit; the source event is then replayed over it.
 # Sealed queue segments (and the previous layout's entries) first, then the seen marks, then
-# the origin (head cursor, tail, the open segment's entries: ``agents.queue``), then the
-# counters (``META``: admitted per crawl, for the page budget), deletions last:
+# the origin (head cursor, tail, the open segment's entries: ``agents.frontier.queue``), then
+# the counters (``META``: admitted per crawl, for the page budget), deletions last:
 #  - segments without seen marks: the replay re-queues at the same seqs (same keys): no effect;
 #  - seen marks without the origin: a URL's seen mark names the event that queued it and its
 #    seq (``Frontier.admit``'s ``source``), so the replay queues it at that same seq: neither
@@ -123,7 +123,7 @@ class TableStore(Store):
 
     def walk(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Rows of ``prefix``'s (locally visible) table whose key starts with it, in the
-        table's own order, streamed: no copy of the table (for ``agents.origin_index``)."""
+        table's own order, streamed: no copy of the table (for ``agents.stream.origin_index``)."""
         for key, value in self._table(prefix).items():
             if bytes(key).startswith(prefix):
                 yield bytes(key), bytes(value)

@@ -4,7 +4,7 @@ Run by ``bench/runners.py`` in the benchmark venv (``.bench-venv``), never the p
 
     python bench/competitors/scrapy_spider.py --seeds SEEDS.txt --out DIR [--delay S] [--stock]
 
-Settings (issue 6): ROBOTSTXT_OBEY=True, CONCURRENT_REQUESTS=64 and
+Settings: ROBOTSTXT_OBEY=True, CONCURRENT_REQUESTS=64 and
 CONCURRENT_REQUESTS_PER_DOMAIN=64 (Scrapy's download slot is the *hostname*, and every origin here
 is 127.0.0.1, so the per-domain limit must equal the global one or it would cap the whole crawl),
 DOWNLOAD_DELAY=0, LOG_LEVEL=WARNING, allowed_domains=["127.0.0.1"] (all ports).

@@ -1,5 +1,5 @@
-"""Fast checks of the benchmark's tools (issue 6): site generator, access-log analysis, profile
-summary and nginx config.  No nginx, no network, stdlib only."""
+"""Fast checks of the benchmark's tools (bench/README.md): site generator, access-log analysis,
+profile summary and nginx config.  No nginx, no network, stdlib only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """What every fault test checks, and the one polling helper they share.
 
-The promises (issue 13): the crawl completes, 0 URLs lost, 0 duplicate rows, refetches <= the
+The promises (the invariants of docs/architecture.md, "Invariants and the tests that would
+fail without them"): the crawl completes, 0 URLs lost, 0 duplicate rows, refetches <= the
 requests in flight at the fault, and every per-origin gap >= the delay as the server saw the
 requests arrive. Arrivals are the kernel's receive times (``tests/arrivals.py``), so the gap
 check has no slack: on loopback a stamp is the crawler's send to within microseconds.
@@ -121,7 +122,7 @@ def wait_requests(servers: list[RemoteServer], count: int, timeout: float = 90) 
 
 @dataclass(frozen=True)
 class Figures:
-    """One fault run's figures, for the report (issue 13's closing note)."""
+    """One fault run's figures, for the per-run report of ``scripts/loop_tests.py``."""
 
     test: str
     urls: int

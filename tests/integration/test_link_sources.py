@@ -1,5 +1,5 @@
-"""More link sources from the same parse (issue 15), in both wirings: <area>, <iframe>,
-<frame>, Link: response headers, and rel=canonical recorded (and optionally followed)."""
+"""More link sources from the same parse, in both wirings: <area>, <iframe>, <frame>, Link:
+response headers, and rel=canonical recorded (and optionally followed)."""
 
 from __future__ import annotations
 

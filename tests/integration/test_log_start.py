@@ -1,7 +1,7 @@
 """A crawl whose partitions' logs no longer start at 0 and whose group has no committed offset
 (its offsets expired while the topics kept their retention): the worker's consumer resets to
 the log start, and the frontier agent takes that as the floor of its offset order
-(``agents.kafka_order.OffsetOrder``), so its catch-up markers count and the crawl completes.
+(``agents.stream.order.OffsetOrder``), so its catch-up markers count and the crawl completes.
 Before, every event from the log start on read as out of order: nothing acknowledged, no partition
 ever dispatched, the crawl stalled for good."""
 

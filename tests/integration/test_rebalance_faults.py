@@ -1,5 +1,6 @@
-"""Rebalances under load (issue 13): workers joining and leaving over and over while a crawl
-runs, and a worker killed -9 in the middle of a rebalance.
+"""Rebalances under load: workers joining and leaving over and over while a crawl runs, and a
+worker killed -9 in the middle of a rebalance (docs/architecture.md, "Invariants and the tests
+that would fail without them": scale by partitions, no loss, politeness).
 
 Each test checks the promises of ``tests/integration/faults.py``: the crawl completes, 0 URLs
 lost, 0 duplicate rows, refetches <= the requests in flight at the fault, and every per-origin

@@ -191,7 +191,7 @@ async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyP
         calls.append(len(group))
         return [(False, OperationTimedOut("slow")) for _ in group]
 
-    # Each state too big to share a request (sink_cassandra_pack.BATCH_BYTES): two requests.
+    # Each state too big to share a request (pack.BATCH_BYTES): two requests.
     error = "x" * BATCH_BYTES
     states = [
         status("c", f"https://example.org/{i}", TerminalState.FAILED, last_error=error)

@@ -1,6 +1,6 @@
-"""Sitemaps and feeds in both wirings (issue 15): pages reachable only through a gzipped
-sitemap index listed in robots.txt, --sitemap seeds, --no-sitemaps, feed-only pages, and
-hostile XML (billion laughs, external entities) that admits nothing and fetches nothing."""
+"""Sitemaps and feeds in both wirings: pages reachable only through a gzipped sitemap index
+listed in robots.txt, --sitemap seeds, --no-sitemaps, feed-only pages, and hostile XML
+(billion laughs, external entities) that admits nothing and fetches nothing."""
 
 from __future__ import annotations
 

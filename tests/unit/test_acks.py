@@ -1,5 +1,5 @@
 """The frontier agent's consumer never acknowledges an event its stream skipped
-(``topology.acks``): faust-streaming's stream does, and the offset would be committed though
+(``topology.worker.acks``): faust-streaming's stream does, and the offset would be committed though
 nothing applied the event."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""agents.canonical: a table of (input, base) -> canonical URL cases, rejects, and properties."""
+"""agents.urls.canonical: a table of (input, base) -> canonical URL cases, rejects, properties."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ CASES: list[tuple[str, str | None, str]] = [
     ("x", "http://example.com", "http://example.com/x"),
     ("a b:c", BASE, "http://example.com/a/b/a%20b:c"),  # not a scheme: a relative path
     ("\\\\other.org\\p", BASE, "http://other.org/p"),
-    # WHATWG special-scheme quirks (issue 15): what browsers resolve these to
+    # WHATWG special-scheme quirks: what browsers resolve these to
     ("http:/other.org/x", None, "http://other.org/x"),
     ("http:/x", BASE, "http://example.com/x"),  # same scheme as the base: a path
     ("http:x", BASE, "http://example.com/a/b/x"),

@@ -1,4 +1,4 @@
-"""agents.canonical against the WHATWG URL Standard's conformance data (WPT urltestdata.json).
+"""agents.urls.canonical against the WHATWG URL Standard's conformance data (WPT urltestdata.json).
 
 The data is not in the repository (fetched data is not committed): the test set-up takes it
 from a package a registry serves. No PyPI or npm package ships a current copy (``whatwg-url``

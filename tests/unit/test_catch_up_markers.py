@@ -1,5 +1,5 @@
-"""A catch-up marker counts only once every offset of its partition before it was applied
-(issue 13 item 1): in a looped two-worker rebalance the consumer read the marker at
+"""A catch-up marker counts only once every offset of its partition before it was applied:
+in a looped two-worker rebalance (``scripts/loop_tests.py``) the consumer read the marker at
 ``outcomes/3@13`` before seeking back to ``@12``, an outcome it had skipped while revoking; the
 worker indexed the partition and fetched that outcome's URL again."""
 

@@ -1,4 +1,4 @@
-"""The discovery flags of crawl and seed (issue 15) reach the crawl spec."""
+"""The discovery flags of crawl and seed (sitemaps, feeds) reach the crawl spec."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fetch service's ownership across rebalances (``agents.kafka_ownership``): a partition is
+"""The fetch service's ownership across rebalances (``agents.stream.ownership``): a partition is
 dispatched only after the catch-up marker of the current assignment came back; a recovery of an
 earlier generation changes nothing; a partition the assignment no longer names is dropped."""
 
@@ -98,7 +98,7 @@ async def test_a_partition_the_assignment_no_longer_names_is_dropped() -> None:
 async def test_nothing_is_dispatched_once_a_rebalance_has_begun() -> None:
     """Faust marks the rebalance in aiokafka's revoke callback, ~90 ms before ``revoke`` runs:
     a request dispatched in between ended before ``revoke`` counted it as in flight, with its
-    outcome not applied, and its URL was fetched again (issue 13)."""
+    outcome not applied, and its URL was fetched again."""
     svc, marks = _ownership_service()
     svc.assigned({0, 1})
     await _recover(svc, marks, {0, 1})

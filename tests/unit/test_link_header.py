@@ -1,4 +1,4 @@
-"""agents.link_header: RFC 8288 Link headers, hostile values included."""
+"""agents.content.link_header: RFC 8288 Link headers, hostile values included."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fetch service's view of a rebalance (``topology.rebalance``): under way from Faust's
+"""The fetch service's view of a rebalance (``topology.worker.rebalance``): under way from Faust's
 start of it until its assignment arrived and it ended, even when a recovery of the previous
 generation ends it early."""
 
@@ -45,5 +45,5 @@ def test_a_recovery_of_the_previous_generation_does_not_end_the_next_rebalance()
     assert gate()  # still under way: its assignment has not arrived
     gate.assigned()
     # The flag stays clear from here (the early end cleared it): the fetch service's revoke
-    # has run by now, and each partition waits for its catch-up marker (agents.kafka_ownership)
+    # has run by now, and each partition waits for its catch-up marker (agents.stream.ownership)
     assert not gate()

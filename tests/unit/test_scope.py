@@ -1,4 +1,4 @@
-"""agents.scope: one table per rule, plus registrable domains and configuration errors."""
+"""agents.urls.scope: one table per rule, plus registrable domains and configuration errors."""
 
 from __future__ import annotations
 

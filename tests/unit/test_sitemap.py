@@ -1,4 +1,4 @@
-"""agents.sitemap, agents.feeds and agents.listings: parsing, limits, nesting, hostile XML."""
+"""agents.content.sitemap, .feeds and .listings: parsing, limits, nesting, hostile XML."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Sub-commands of the Kafka wiring: worker, seed, pages, status, pause/resume/stop, admin.
 
 The parsers live here so ``streamcrawl --help`` lists every command; the implementations live
-in ``topology.kafka_commands`` and are imported only when one of them runs.
+in ``topology.cli.kafka_commands`` and are imported only when one of them runs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Handlers of the Kafka-wiring sub-commands declared in ``topology.commands``.
+"""Handlers of the Kafka-wiring sub-commands declared in ``topology.cli.kafka_args``.
 
 ``commands.run`` calls ``cmd_<command>(args)``; each returns the exit code. Settings come from
 the flags (``None`` = not given) and then the ``STREAMCRAWL_*`` environment. A bad setting raises

@@ -15,7 +15,7 @@ offset), this time applied.
 Faust's other offset bookkeeping (``Consumer._new_offset``, ``_add_gap``) counts the first
 event after a gap in the log as acknowledged once a later one is, and lets one unacknowledged
 offset at the head of a partition through; neither can pass an unapplied event here, because
-``topology.batching.run_batches`` acknowledges every event it gets, in offset order, once its
+``topology.worker.batching.run_batches`` acknowledges every event it gets, in offset order, once its
 batch is durable (and the agent's topics have no gaps: not compacted, no transactions).
 """
 

@@ -12,8 +12,8 @@ stages. One ``create_app`` call per worker (no module-level app):
   tables recovered, specs read, and neither Kafka nor Cassandra unreachable for longer than
   ``unready_after_s``: ``agents/stream/health.py``).
 
-Exactly-once and the ``confluent://`` transport are deliberately not used (docs/architecture.md
-says why).
+Exactly-once and the ``confluent://`` transport are deliberately not used (docs/architecture.md,
+"Delivery: at least once", says why).
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         and a partition whose commit stalls held its statuses back; seen in the kill -9 test.)
         """
         # The producer itself, not ``Topic.send``: Faust's per-send sensors and message
-        # futures were 5 % of a saturated worker's samples (py-spy, 8 x 500).
+        # futures cost a saturated worker CPU for nothing (docs/performance.md, "Producer
+        # settings and compression").
         topic_name = f"{prefix}.{short}"
         producer = app.producer
         futures: list[Any] = [  # asyncio futures of the acks (aiokafka's)

@@ -15,7 +15,7 @@ first) is not a guarantee: the buffer's flush gives up after 0.1 s without a mes
 a commit can then run ahead of changelog messages still queued. Here every message of a batch
 (statuses, re-keyed URLs, budget counts, changelog records) is produced directly, and the
 batch returns only when Kafka acked all of them; the table changes go in the crash-safe stages
-of ``kafka_state.write_stages``, each acked before the next is sent.
+of ``agents.stream.tables.write_stages``, each acked before the next is sent.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ FRONTIER_BATCH = 500  # events applied together at most
 # How long a batch waits for more events after its first one. Short against the delays it
 # could add (only robots.txt, retries and backoffs hold their origin's slot until applied),
 # long enough that at low rates many events share one commit, so that a page costs about
-# what it costs at high rates. 200 ms instead of 50 (with the sink's ``SINK_WINDOW``): 9.7 ->
-# 7.1 ms of worker CPU per page at 16 x 100 and 0.5 s (docs/architecture.md).
+# what it costs at high rates: 200 ms rather than 50 cut a worker's CPU per page at low rates,
+# and longer measured no better (docs/performance.md, "Batch windows and the cost per second").
 FRONTIER_WITHIN = 0.2
 
 

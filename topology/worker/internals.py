@@ -104,8 +104,8 @@ def fetch_worker_in_windows(app: faust.App) -> None:
         async def verify_all_partitions_active(self) -> None:
             """Faust's livelock check (every 2.5 commit intervals: it logs a partition whose
             events stopped), without Faust's ``await self.sleep(0)`` per partition: a task
-            and a timer each, ~24 a second for an idle worker's 60 partitions, for checks
-            of a few microseconds."""
+            and a timer for each partition at every check, a share of an idle worker's
+            wake-ups for checks of a few microseconds (docs/performance.md, "An idle worker")."""
             now = monotonic()
             for tp in self.assignment():
                 if self.should_stop:

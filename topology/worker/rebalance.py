@@ -9,7 +9,7 @@ generation changes only when the next assignment arrives, so a recovery that end
 rebalance is revoking clears the flag of that rebalance. So a rebalance counts as under way
 from its start until its assignment arrived and the flag is clear. (By its assignment, every
 member has revoked: the fetch service dropped its partitions, and gates each again until its
-catch-up marker is back, ``agents.kafka_ownership``.)
+catch-up marker is back, ``agents.stream.ownership``.)
 """
 
 from __future__ import annotations

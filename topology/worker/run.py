@@ -32,8 +32,8 @@ def make_worker(faust_app: Any, loglevel: str) -> Any:
     """A ``faust.Worker`` for ``faust_app`` whose root logger stays at ``loglevel``.
 
     Faust's terminal spinner puts the ROOT logger at DEBUG (its handler ticks on every record),
-    so every aiokafka/Faust ``log.debug`` built a LogRecord: ~4 % of a busy worker's CPU. This
-    worker has no spinner.
+    so every aiokafka/Faust ``log.debug`` built a LogRecord, for nothing, on a busy worker's
+    event loop (bench/notes/crawler-comparison.md). This worker has no spinner.
     """
 
     class Worker(faust.Worker):  # type: ignore[misc]

@@ -3,10 +3,10 @@
 ``Table.get`` goes through Faust's per-key layers (``Mapping.get``, the table's sensors,
 ``FastUserDict``) and asks RocksDB twice: ``key in data``, then ``data[key]``. The frontier
 agent reads a seen mark for almost every link of every page (most are hits: links seen
-before), so that was 4.7 % of a saturated worker's py-spy samples (8 x 500), about half of it
-the second lookup and the layers. ``DirectReads`` answers ``get`` with one lookup in the
-table's store (``Store._get``: the current event's partition, as ``Table.get`` reads it) and
-hands everything else, writes included, to the table itself.
+before), so the second lookup and the layers were a visible share of a saturated worker's
+profile (docs/performance.md, "Table reads and the partitioner"). ``DirectReads`` answers
+``get`` with one lookup in the table's store (``Store._get``: the current event's partition,
+as ``Table.get`` reads it) and hands everything else, writes included, to the table itself.
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@
 ``faust.stores.rocksdb.Store`` drops the databases of the partitions a rebalance revoked (all
 of them when the worker stops) and then calls ``gc.collect()``: a database kept alive only by
 a reference cycle would otherwise hold its lock, and the partition could not be opened again.
-A full collection walks every object the worker tracks. It ran at every rebalance, once per
-table (three), whether or not anything was revoked, and three times more at stop. Timed with
-``gc.callbacks`` on a saturated worker (8 x 500, one worker): 6 collections, 0.63 s of its
-7.25 s of CPU, each stalling the event loop for 60-150 ms (docs/architecture.md, "The garbage
+A full collection walks every object the worker tracks, stalling the event loop meanwhile. It
+ran at every rebalance, once per table (three), whether or not anything was revoked, and three
+times more at stop (timed with ``gc.callbacks``: docs/performance.md, "The garbage
 collector").
 
 Nothing of ours keeps a database: CPython frees it, and RocksDB closes it, as soon as the

@@ -1,13 +1,13 @@
 """How the Cassandra sink groups its rows into requests: small unlogged batches.
 
 A request costs the worker more than its rows: the driver plans, encodes, sends, reads and
-decodes each one and runs its callbacks on its own thread (py-spy of a saturated worker, 8 x
-500: the driver's thread 14 % of the samples, with one request per page row and one per
-url_status row). So rows share requests: ``pack`` puts them, in order, into groups of at most
-``MAX_PARTITIONS`` partitions and ``BATCH_BYTES`` (estimated): page rows first (a page of
-the bench's site, ~3 KB with its links, fills most of one), then the small state rows in the
-room they left, then groups of state rows alone. A row over ``BATCH_BYTES`` (a page with its
-body, or with many links) is a request of its own.
+decodes each one and runs its callbacks on its own thread: with one request per page row and
+one per url_status row, the driver's thread was a large share of a saturated worker's profile
+(docs/performance.md, "The sink's requests"). So rows share requests: ``pack`` puts them, in
+order, into groups of at most ``MAX_PARTITIONS`` partitions and ``BATCH_BYTES`` (estimated):
+page rows first (a page of the bench's site, ~3 KB with its links, fills most of one), then the
+small state rows in the room they left, then groups of state rows alone. A row over
+``BATCH_BYTES`` (a page with its body, or with many links) is a request of its own.
 
 The bounds are Cassandra's warnings (5.0 defaults): ``batch_size_warn_threshold`` 5 KiB and
 ``unlogged_batch_across_partitions_warn_threshold`` 10; a batch under both is logged by no

@@ -5,11 +5,11 @@ Every write carries ``USING TIMESTAMP`` = the record's own time in microseconds 
 later fetch wins over an earlier one in any arrival order.
 
 A write of pages and states costs about one request per page: the rows go in small unlogged
-batches (``sink_cassandra_pack``: at most 10 partitions and 4 KiB, Cassandra's warning
+batches (``pack.py``: at most 10 partitions and 4 KiB, Cassandra's warning
 bounds), a page row first and the small rows (URL states, a crawl's origins not yet written by
 this sink) in the room it leaves; a row too big for a batch is a request of its own. All run
 at once (at most ``CassandraConfig.concurrency`` in flight) with one event-loop wake-up for the
-whole group (``sink_cassandra_driver``). Failed requests are retried with exponential backoff
+whole group (``driver.py``). Failed requests are retried with exponential backoff
 on timeouts and unavailability; if Cassandra still refuses, ``write`` raises
 ``SinkBackpressure`` and the caller must keep (not acknowledge) the input and try again:
 nothing is dropped.
@@ -65,8 +65,9 @@ _LINKS = _PAGE_FIELDS.index("links")
 _BUCKETS = list(range(ORIGIN_BUCKETS))
 # What Cassandra counts per cell (a column, a map entry) beside its value when it sizes a
 # batch against batch_size_warn_threshold: timestamp, TTL, deletion time, framing. Generous:
-# a flat 256 bytes per page row and 64 per state row let batches Cassandra logged at 5.0-6.1
-# KiB through; with 32 per cell an 8 x 500 crawl logged none.
+# a flat 256 bytes per page row and 64 per state row let batches over the threshold through
+# (Cassandra logged them); with 32 per cell a saturated crawl (the bench's 8 x 500 row) logged
+# none.
 _CELL = 32
 _encode_links = msgspec.json.Encoder().encode
 _decode_links = msgspec.json.Decoder(tuple[Outlink, ...]).decode
