@@ -8,13 +8,11 @@ sends them to topics.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
@@ -43,22 +41,6 @@ log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_CHARS = 500  # an exception message can be anything: keep the error a line
 SeenCheck = Callable[[str, str], bool]  # (crawl id, canonical URL) -> already seen?
-
-
-async def wait_first(
-    tasks: Iterable[asyncio.Future[Any]], wake: asyncio.Event, timeout: float | None
-) -> set[asyncio.Future[Any]]:
-    """Wait until one of ``tasks`` ends, ``wake`` is set or ``timeout`` passes (``None``: no
-    limit); returns the tasks that are done. The embedded dispatch loop sleeps here."""
-    waiter = asyncio.ensure_future(wake.wait())
-    try:
-        done, _ = await asyncio.wait(
-            {*tasks, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-    finally:
-        waiter.cancel()
-    done.discard(waiter)
-    return done
 
 
 @dataclass

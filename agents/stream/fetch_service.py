@@ -1,9 +1,10 @@
 """The per-worker scheduler and fetcher of the Kafka wiring: reads tables, never writes them.
 
-It keeps ``agents.scheduler.Scheduler`` (the in-memory politeness index) over the origins of
-the partitions this worker owns, runs ready dispatches through ``agents.pipeline.Stages`` and
+It keeps ``agents.frontier.scheduler.Scheduler`` (the in-memory politeness index) over the
+origins of the partitions this worker owns, runs ready dispatches through
+``agents.net.stages.Stages`` (in the ``agents.net.dispatch.Dispatcher`` both wirings use) and
 publishes each report: the page to ``pages``, its links to other origins to ``frontier`` (ONE
-batch per origin, merged with other reports' within ``agents.kafka_links.WINDOW``), and only
+batch per origin, merged with other reports' within ``agents.stream.links.WINDOW``), and only
 then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by origin. A page
 fetched without a backoff or a retry frees its origin's concurrency slot as soon as its report
 is in Kafka (``Scheduler.fetched``: the delay still counts from the request's start), so the
@@ -13,19 +14,18 @@ the outcome and calls ``applied`` back with the new origin state. Until then the
 its queue head (skipped by the scheduler), so a crash refetches it
 (at-least-once); a report that could not be published frees the slot with the URL still queued.
 
-Ownership follows the consumer group (``agents.kafka_ownership``): nothing new is dispatched
+Ownership follows the consumer group (``agents.stream.ownership``): nothing new is dispatched
 once Faust's rebalance has begun (``rebalancing``), ``revoke`` before a partition leaves (stop
 dispatching its origins, give their requests ``REVOKE_GRACE`` seconds, abandon the rest: their
 URLs stay at the queue heads), ``assigned`` with the new assignment, ``rebuild``
 after table recovery for the partitions newly owned (a catch-up marker first; then each origin
 waits one delay: the previous owner may just have fetched it; at most ``max_origins`` origins
-in memory, the others found in the table later by ``agents.origin_index.Refill``).
+in memory, the others found in the table later by ``agents.stream.origin_index.Refill``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,6 +36,7 @@ from mode import Service
 
 from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import ORIGINS
+from streamcrawl.agents.net.dispatch import Dispatcher, Ended
 from streamcrawl.agents.net.fetch import make_session
 from streamcrawl.agents.net.guard import AddressGuard
 from streamcrawl.agents.net.stages import Report, Stages
@@ -59,7 +60,7 @@ REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the
 STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
 PUBLISH_HOLD_MAX = 60.0  # longest an origin is held back after its report could not be sent
 # Rows of the origins table walked per turn of the dispatch loop (the index is built and kept
-# filled a slice at a time: ~10-60 us a row, so a turn never holds the event loop for long and
+# filled a slice at a time, so a turn never holds the event loop for long and
 # the first dispatch after an assignment does not wait for a walk of the whole table).
 REFILL_ROWS = 1000
 
@@ -108,11 +109,11 @@ class FetchService(Service):
             max_unapplied = max(4 * concurrency, MIN_MAX_UNAPPLIED)
         self.max_unapplied = max_unapplied
         self.halted = halted  # the app is stopping: start nothing new
-        # A rebalance is under way (from aiokafka's revoke callback, ~90 ms before ``revoke``
-        # is called: ``topology.rebalance``): start nothing new either. A request started in
-        # between could end before ``revoke``, uncounted as in flight there, with its outcome
-        # published while the consumer no longer applies it (issue 13: its URL was fetched
-        # again).
+        # A rebalance is under way (from aiokafka's revoke callback, before ``revoke`` is
+        # called: ``topology.worker.rebalance``): start nothing new either. A request started
+        # in between could end before ``revoke``, uncounted as in flight there, with its
+        # outcome published while the consumer no longer applies it, and its URL fetched again
+        # (tests/integration/test_rebalance_faults.py).
         self.rebalancing = rebalancing
         self.page_bytes = page_bytes  # max message size of the pages topic
         self._publish_errors = 0  # consecutive reports that could not be published at all
@@ -120,10 +121,8 @@ class FetchService(Service):
         self.refill = Refill(lambda: store.walk(ORIGINS), self.scheduler, partitions)
         self.stopping = False
         self.loop_alive = 0.0  # last time the dispatch loop ran (health)
-        self._inflight: dict[asyncio.Task[Report | None], Dispatch] = {}
-        self._publishing: set[asyncio.Task[Report | None]] = set()  # fetched, now publishing
-        self._ended: list[asyncio.Task[Report | None]] = []  # done, not reaped yet
-        self._wake = asyncio.Event()
+        # The requests in flight; a report being published holds no slot (``_run``).
+        self.dispatcher: Dispatcher[Report | None] = Dispatcher(concurrency)
         self._stages: Stages | None = None
 
     # -- called by the frontier agent (same event loop) -----------------------------------------
@@ -143,12 +142,12 @@ class FetchService(Service):
         """URLs were queued for ``state.origin`` (an origin of a partition we own)."""
         if self._active(state.origin):
             self.scheduler.track(state)
-            self._wake.set()
+            self.dispatcher.wake()
 
     def applied(self, origin: str, seq: int, state: OriginState) -> None:
         """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
         if self._active(origin):
-            if self.scheduler.unexpected(origin, seq):  # evidence for issue 13's refetches
+            if self.scheduler.unexpected(origin, seq):  # evidence of a refetch across a rebalance
                 log.warning(
                     "outcome of %s seq %d applied after its partition was indexed here but "
                     "not dispatched here: published late by its previous owner",
@@ -157,7 +156,7 @@ class FetchService(Service):
                     extra={"origin": origin, "partition": self._owner(origin)},
                 )
             self.scheduler.done(origin, seq, state)
-            self._wake.set()
+            self.dispatcher.wake()
 
     # -- ownership ------------------------------------------------------------------------------
     def assigned(self, partitions: set[int]) -> None:
@@ -169,7 +168,7 @@ class FetchService(Service):
         catch-up marker to its ``outcomes`` partition; its origins are indexed when the marker
         comes back (``caught_up``), i.e. once the outcomes already in flight were applied.
         Ignored unless ``partitions`` is the current assignment (a recovery of an earlier
-        generation, see ``agents.kafka_ownership``); owned partitions it does not name are
+        generation, see ``agents.stream.ownership``); owned partitions it does not name are
         dropped as on a revoke.
         """
         plan = self.own.recovered(partitions)
@@ -206,13 +205,13 @@ class FetchService(Service):
             count,
             extra={"partition": sorted(new)},
         )
-        self._wake.set()
+        self.dispatcher.wake()
 
     async def revoke(self, partitions: set[int]) -> None:
         """Stop dispatching the origins of ``partitions``; finish or abandon their requests."""
         gone = self.own.revoke(partitions)
         settling = self._forget(gone)
-        leaving = [t for t, d in self._inflight.items() if self._owner(d.origin) in gone]
+        leaving = self.dispatcher.in_flight(lambda d: self._owner(d.origin) in gone)
         if gone:  # published, not applied: the next owner applies them before it dispatches
             log.info(
                 "revoked partitions %s: %d requests in flight, %d outcomes not applied yet",
@@ -257,14 +256,14 @@ class FetchService(Service):
 
     async def on_stop(self) -> None:
         self.stopping = True
-        self._wake.set()
+        self.dispatcher.wake()
         if self.owned:
             log.info(
                 "stopping with partitions %s: %d requests in flight",
                 sorted(self.owned),
-                len(self._inflight),
+                len(self.dispatcher),
             )
-        await self._finish(list(self._inflight), STOP_GRACE)
+        await self._finish(self.dispatcher.in_flight(), STOP_GRACE)
         await self.links.close()
         if self._stages is not None:
             await self._stages.session.close()
@@ -284,7 +283,7 @@ class FetchService(Service):
                 now = time.time()
                 for d in self.scheduler.take(now, room):
                     self._dispatched(d, now)
-            self.metrics.in_flight.set(self._fetching())
+            self.metrics.in_flight.set(self.dispatcher.fetching)
             self.metrics.unapplied.set(self.scheduler.settling)
             self.metrics.origins_tracked.set(len(self.scheduler))
             await self._wait()
@@ -297,52 +296,29 @@ class FetchService(Service):
         unapplied outcomes of the next moment (not counting them, a loaded worker was seen
         holding 408 against a bound of 256)."""
         return min(
-            self.concurrency - self._fetching(),
-            self.max_unapplied - self.scheduler.settling - len(self._inflight),
+            self.dispatcher.room(),
+            self.max_unapplied - self.scheduler.settling - len(self.dispatcher),
         )
-
-    def _fetching(self) -> int:
-        """Requests in flight: dispatches not yet fetched (publishing ones hold no connection)."""
-        return len(self._inflight) - len(self._publishing)
 
     def _dispatched(self, d: Dispatch, now: float) -> None:
         if d.after is not None:
             self.metrics.politeness_wait.observe(now - d.after)
         assert self._stages is not None
-        task = asyncio.create_task(self._run(d))
-        task.add_done_callback(self._task_ended)
-        self._inflight[task] = d
-
-    def _task_ended(self, task: asyncio.Task[Report | None]) -> None:
-        self._ended.append(task)
-        self._wake.set()
+        self.dispatcher.start(d, self._run(d))
 
     async def _wait(self) -> None:
-        """Sleep until a task ends, a wake-up or the next ready time (at most 1 s).
-
-        Each task wakes the loop from its own done callback: waiting on every task in flight
-        (``asyncio.wait``) added and removed a callback per task at every turn of the loop,
-        O(requests in flight) per page."""
+        """Sleep until a task ends, a wake-up or the next ready time (at most 1 s)."""
         ready_at = self.scheduler.next_ready_at()
         timeout = 1.0 if ready_at is None else min(1.0, max(0.0, ready_at - time.time()))
         if self._room() <= 0:
             timeout = 1.0  # the next dispatch waits for a task to end or a wake-up, not a time
-        self._wake.clear()
-        if self._ended:
-            await asyncio.sleep(0)  # still let the other tasks run
-        else:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
-        done, self._ended = self._ended, []
-        for task in done:
-            if task in self._inflight:
-                self._reap(task)
+        for ended in await self.dispatcher.wait(timeout):
+            self._reap(ended)
 
-    def _reap(self, task: asyncio.Task[Report | None]) -> None:
-        d = self._inflight.pop(task)
-        self._publishing.discard(task)
-        if task.cancelled() or task.exception() is not None or task.result() is None:
+    def _reap(self, ended: Ended[Report | None]) -> None:
+        if ended.report() is None:
             # No outcome was published: free the slot; the URL is still at its queue head.
+            d = ended.dispatch
             self.scheduler.done(d.origin, d.seq, None)
 
     async def _run(self, d: Dispatch) -> Report | None:
@@ -356,7 +332,7 @@ class FetchService(Service):
         outcome = report.outcome
         task = asyncio.current_task()
         if task is not None:
-            self._publishing.add(task)  # type: ignore[arg-type]
+            self.dispatcher.release(task)  # the request is over: its slot is free
         try:
             await self._publish(report, d)
         except Exception as exc:
@@ -378,7 +354,7 @@ class FetchService(Service):
             # and an origin whose next request started meanwhile had several outcomes not yet
             # in Kafka, each fetched again after a kill -9 (9 refetches where 3 are allowed).
             self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
-            self._wake.set()
+            self.dispatcher.wake()
         return report
 
     async def _publish_failure(
@@ -426,17 +402,9 @@ class FetchService(Service):
 
     async def _finish(self, tasks: Sequence[asyncio.Task[Report | None]], grace: float) -> None:
         """Wait up to ``grace`` s for ``tasks``, then cancel the rest (abandoned: refetched)."""
-        if not tasks:
-            return
-        done, pending = await asyncio.wait(tasks, timeout=grace)
-        for task in pending:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.gather(*pending, return_exceptions=True)
-        for task in list(done) + list(pending):
-            if task in self._inflight:
-                self._reap(task)
-        if pending:
-            log.warning(
-                "abandoned %d requests in flight (their URLs will be refetched)", len(pending)
-            )
+        ended = await self.dispatcher.finish(tasks, grace)
+        for e in ended:
+            self._reap(e)
+        abandoned = sum(e.abandoned for e in ended)
+        if abandoned:
+            log.warning("abandoned %d requests in flight (their URLs will be refetched)", abandoned)

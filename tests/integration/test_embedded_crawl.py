@@ -8,10 +8,11 @@ the two wirings cannot drift apart unnoticed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -349,3 +350,44 @@ async def test_bodies_in_the_page_stream_by_default_in_the_sinks_when_stored(
         assert [p.get("body") for p in files] == [None, None]
         _, stored, _ = await crawl(tmp_path / "e2", seeds, store_bodies=True)
         assert all(p["body"] for p in stored)
+
+
+class CountingTask(asyncio.Task[Any]):
+    """A task that counts the done callbacks put on it."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], **kwargs: Any) -> None:
+        super().__init__(coro, **kwargs)
+        self.callbacks = 0
+
+    def add_done_callback(self, fn: Callable[..., object], **kwargs: Any) -> None:
+        self.callbacks += 1
+        super().add_done_callback(fn, **kwargs)
+
+
+async def test_the_loop_waits_without_touching_every_request_in_flight(tmp_path: Path) -> None:
+    """Each request's task gets one done callback, when it starts: waiting on all the requests
+    in flight (``asyncio.wait``) put one on each at every turn of the loop, O(requests in
+    flight) per page (``agents.net.dispatch``)."""
+    runs: list[CountingTask] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> CountingTask:
+        task = CountingTask(coro, loop=loop, **kwargs)
+        if coro.__qualname__ == "Stages.run":
+            runs.append(task)
+        return task
+
+    async with RecordingServer() as srv:
+        paths = [f"/p{i}" for i in range(16)]
+        srv.routes["/"] = page(*paths)
+        srv.routes.update({p: slow(0.02 * (i % 8 + 1), page()) for i, p in enumerate(paths)})
+        loop = asyncio.get_running_loop()
+        previous = loop.get_task_factory()
+        loop.set_task_factory(factory)
+        try:
+            summary, _, _ = await crawl(
+                tmp_path, [srv.url("/")], obey_robots=False, per_origin_concurrency=8
+            )
+        finally:
+            loop.set_task_factory(previous)
+    assert summary["pages"] == 17 and len(runs) == 17
+    assert [t.callbacks for t in runs] == [1] * 17

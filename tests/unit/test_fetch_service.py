@@ -120,7 +120,7 @@ async def test_reports_still_publishing_count_against_max_unapplied() -> None:
     svc._stages = stages  # type: ignore[assignment]
     loop = asyncio.create_task(svc._dispatch_loop())
     svc.scheduler.track(load_origin(store, ORIGIN))
-    svc._wake.set()
+    svc.dispatcher.wake()
     try:
         await asyncio.sleep(1.5)  # past the dispatch loop's 1 s timer
         assert len(stages.runs) == 3  # three reports publishing: no room for a fourth

@@ -28,11 +28,12 @@ from streamcrawl.agents.frontier.frontier import (
     load_origin,
     seen_key,
 )
-from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
+from streamcrawl.agents.frontier.scheduler import Scheduler
 from streamcrawl.agents.frontier.store import META, ORIGINS, Changes, RocksStore, Store
+from streamcrawl.agents.net.dispatch import Dispatcher, Ended
 from streamcrawl.agents.net.fetch import make_session
 from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
-from streamcrawl.agents.net.stages import Report, Stages, wait_first
+from streamcrawl.agents.net.stages import Report, Stages
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.sinks.files import JsonlOutput
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
@@ -107,6 +108,7 @@ class EmbeddedCrawl:
         self.scheduler = Scheduler(self.store, self._rules_for)
         self.summary = Summary(crawl_id=policy.crawl_id, out_dir=str(out_dir))
         self._stopping = asyncio.Event()
+        self._dispatcher: Dispatcher[Report] = Dispatcher(concurrency)
         self._progress: ProgressHook | None = None
 
     def _rules_for(self, crawl_id: str) -> CrawlRules | None:
@@ -115,6 +117,7 @@ class EmbeddedCrawl:
     def stop(self) -> None:
         """Stop dispatching; in-flight requests get ``STOP_GRACE`` seconds to finish."""
         self._stopping.set()
+        self._dispatcher.wake()
 
     def _seen(self, crawl_id: str, url: str) -> bool:
         return self.store.get(seen_key(crawl_id, url)) is not None
@@ -198,28 +201,26 @@ class EmbeddedCrawl:
         self._progress = progress
         started = time.monotonic()
         self._restore()
-        tasks: dict[asyncio.Task[Report], Dispatch] = {}
         session = make_session(
             self.policy, guard=await self._guard(), limit=self.concurrency, resolver=self.resolver
         )
         stages = Stages(session, self._seen)
         try:
             while not self._stopping.is_set():
-                room = self.concurrency - len(tasks)
+                room = self._dispatcher.room()
                 for d in self.scheduler.take(time.time(), room) if room > 0 else []:
-                    tasks[asyncio.create_task(stages.run(d))] = d
-                if not tasks and self.scheduler.next_ready_at() is None:
+                    self._dispatcher.start(d, stages.run(d))
+                if not self._dispatcher and self.scheduler.next_ready_at() is None:
                     break  # nothing queued, nothing in flight: the crawl is complete
-                await self._wait(tasks)
-                self._report_progress(tasks)
-            if tasks:
+                await self._wait()
+                self._report_progress()
+            if self._dispatcher:
                 self.summary.interrupted = True
-                done, _ = await asyncio.wait(tasks, timeout=STOP_GRACE)
-                for task in done:
-                    self._finish(task, tasks)
-                for task in list(tasks):
-                    task.cancel()  # abandoned: still at its queue head, fetched on resume
-                await asyncio.gather(*tasks, return_exceptions=True)
+                in_flight = self._dispatcher.in_flight()
+                # An abandoned request's URL is still at its queue head: fetched on resume.
+                for ended in await self._dispatcher.finish(in_flight, STOP_GRACE):
+                    if not ended.abandoned:
+                        self._finish(ended)
             elif self._stopping.is_set():
                 self.summary.interrupted = True
         finally:
@@ -235,26 +236,23 @@ class EmbeddedCrawl:
             log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
         return AddressGuard(self.allow_networks).with_addresses(seeds)
 
-    async def _wait(self, tasks: dict[asyncio.Task[Report], Dispatch]) -> None:
+    async def _wait(self) -> None:
+        """Sleep until a request ends, ``stop()`` or the next ready time; apply the reports of
+        the requests that ended, in the order they ended."""
         ready_at = self.scheduler.next_ready_at()
         timeout = None if ready_at is None else max(0.0, ready_at - time.time())
-        if tasks and len(tasks) >= self.concurrency:
-            timeout = None
-        done = await wait_first(tasks, self._stopping, timeout)
-        for task in done:
-            if task in tasks:
-                self._finish(task, tasks)  # type: ignore[arg-type]
+        if self._dispatcher and self._dispatcher.room() <= 0:
+            timeout = None  # the next dispatch waits for a request to end
+        for ended in await self._dispatcher.wait(timeout):
+            self._finish(ended)
 
-    def _finish(
-        self, task: asyncio.Task[Report], tasks: dict[asyncio.Task[Report], Dispatch]
-    ) -> None:
-        tasks.pop(task)
+    def _finish(self, ended: Ended[Report]) -> None:
         # ``Stages.run`` never raises: a stage that failed is an ``internal`` retry outcome.
-        self._apply(task.result())
+        self._apply(ended.task.result())
 
-    def _report_progress(self, tasks: dict[asyncio.Task[Report], Dispatch]) -> None:
+    def _report_progress(self) -> None:
         if self._progress is not None:
-            self._progress(self.summary, len(tasks), len(self.scheduler))
+            self._progress(self.summary, len(self._dispatcher), len(self.scheduler))
 
 
 class ProgressHook(Protocol):
