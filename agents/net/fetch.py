@@ -129,12 +129,16 @@ def request_headers(policy: CrawlPolicy) -> dict[str, str]:
     return {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
 
 
+# The DNS resolver ``make_session`` takes, named here so that the wirings need not import aiohttp.
+Resolver = aiohttp.abc.AbstractResolver
+
+
 def make_session(
     policy: CrawlPolicy,
     *,
     guard: AddressGuard,
     limit: int = 100,
-    resolver: aiohttp.abc.AbstractResolver | None = None,
+    resolver: Resolver | None = None,
 ) -> aiohttp.ClientSession:
     """One pooled session for a worker: no cookies, no proxy env, no automatic decompression,
     and every connection checked by ``guard`` (the SSRF guard, ``agents/net/guard.py``).

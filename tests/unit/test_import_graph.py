@@ -1,8 +1,10 @@
 """The import graph of the installed packages, read from the source (ast), not by importing.
 
-Every ``import`` counts, also those inside functions (they defer loading, not dependency): no
-module may reach itself through imports, and the stages (``agents``) and the records
-(``schemas``) never import the wiring (``topology``).
+Every ``import`` counts, also those inside functions or under ``TYPE_CHECKING`` (they defer
+loading, not dependency): no module may reach itself through imports; each module belongs to a
+layer (``LAYERS``) and imports only the layers ``MAY_IMPORT`` allows it; a third-party package
+with a layer of its own (``THIRD_PARTY``: Faust, aiokafka, mode, confluent-kafka, aiohttp,
+cassandra-driver) is imported only there. docs/architecture.md describes the layers.
 """
 
 from __future__ import annotations
@@ -106,3 +108,177 @@ def test_stages_and_records_never_import_the_wiring() -> None:
         if target.startswith(WIRING)
     )
     assert upward == []
+
+
+# --- layers ------------------------------------------------------------------------------------
+
+# Module name prefix -> layer; the longest prefix wins. The package roots themselves (only their
+# ``__init__``, not what is below them) are part of ``core``.
+ROOTS = {"streamcrawl.agents", "streamcrawl.topology"}
+LAYERS = {
+    "streamcrawl.agents": "core",
+    "streamcrawl.agents.errors": "core",
+    "streamcrawl.agents.tls": "core",
+    "streamcrawl.schemas": "schemas",
+    "streamcrawl.agents.urls": "urls",
+    "streamcrawl.agents.robots": "robots",
+    "streamcrawl.agents.policy": "policy",
+    "streamcrawl.agents.content": "content",
+    "streamcrawl.agents.frontier": "frontier",
+    "streamcrawl.agents.net": "net",
+    "streamcrawl.agents.sinks": "sinks",
+    "streamcrawl.agents.sinks.cassandra": "cassandra",
+    "streamcrawl.agents.stream": "stream",
+    "streamcrawl.topology": "core",
+    "streamcrawl.topology.settings": "settings",
+    "streamcrawl.topology.admin": "admin",
+    "streamcrawl.topology.worker": "worker",
+    "streamcrawl.topology.embedded": "embedded",
+    "streamcrawl.topology.cli": "cli",
+}
+
+_BASE = {"core", "schemas"}
+_PURE = _BASE | {"urls", "robots", "policy", "content"}
+_STAGES = _PURE | {"frontier", "net", "sinks"}
+# Which layers each layer may import (besides itself): the stages bottom-up, then the wiring.
+MAY_IMPORT: dict[str, set[str]] = {
+    "core": {"core"},
+    "schemas": set(),
+    "urls": _BASE,
+    "robots": _BASE | {"urls"},
+    "policy": _BASE | {"urls", "robots"},
+    "content": _BASE | {"urls", "robots", "policy"},
+    "frontier": _BASE | {"urls", "robots", "policy"},
+    "net": _PURE | {"frontier"},
+    "sinks": _BASE,
+    "cassandra": _BASE | {"sinks"},
+    "stream": _STAGES,
+    "settings": _BASE | {"net", "cassandra"},
+    "admin": _BASE | {"settings", "sinks", "stream"},
+    "worker": _STAGES | {"cassandra", "stream", "settings", "admin"},
+    "embedded": _STAGES | {"settings"},
+    "cli": _STAGES | {"cassandra", "settings", "admin", "worker", "embedded"},
+}
+
+# Third-party package -> the layers (or single modules) that may import it.
+THIRD_PARTY = {
+    "faust": {"worker"},
+    "aiokafka": {"stream", "worker"},
+    "mode": {"stream", "worker"},
+    "confluent_kafka": {"admin"},
+    "aiohttp": {"net", "streamcrawl.topology.cli.demo"},  # the demo's local web server
+    "cassandra": {"cassandra"},
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of ``module`` by the longest matching prefix in ``LAYERS``; None: no layer."""
+    matches = [p for p in LAYERS if module == p or (module.startswith(p + ".") and p not in ROOTS)]
+    return LAYERS[max(matches, key=len)] if matches else None
+
+
+def third_party(path: Path) -> set[str]:
+    """The top-level names of every package ``path`` imports that ``THIRD_PARTY`` rules."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module.split(".")[0])
+    return out & set(THIRD_PARTY)
+
+
+def layer_violations(edges: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for every import of a layer that ``MAY_IMPORT`` does not allow."""
+    return sorted(
+        f"{name} ({layer_of(name)}) -> {target} ({layer_of(target)})"
+        for name, targets in edges.items()
+        for target in targets
+        if layer_of(target) != layer_of(name)
+        and layer_of(target) not in MAY_IMPORT[layer_of(name) or ""]
+    )
+
+
+def third_party_violations(found: dict[str, set[str]]) -> list[str]:
+    """``module imports package`` for every ruled package imported outside its layers."""
+    return sorted(
+        f"{name} imports {package}"
+        for name, packages in found.items()
+        for package in packages
+        if layer_of(name) not in THIRD_PARTY[package] and name not in THIRD_PARTY[package]
+    )
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [name for name in modules() if layer_of(name) is None] == []
+
+
+def test_layers_import_only_the_layers_below() -> None:
+    assert layer_violations(graph()) == []
+
+
+def test_third_party_packages_stay_in_their_layer() -> None:
+    found = {name: third_party(path) for name, path in modules().items()}
+    assert third_party_violations(found) == []
+
+
+def test_the_layer_checks_find_violations() -> None:
+    edges = {
+        "streamcrawl.agents.urls.canonical": {"streamcrawl.agents.net.fetch"},  # pure -> I/O
+        "streamcrawl.agents.net.fetch": {"streamcrawl.agents.urls.canonical"},  # allowed
+    }
+    assert layer_violations(edges) == [
+        "streamcrawl.agents.urls.canonical (urls) -> streamcrawl.agents.net.fetch (net)"
+    ]
+    found = {
+        "streamcrawl.agents.robots.rules": {"aiohttp"},
+        "streamcrawl.topology.cli.demo": {"aiohttp"},
+        "streamcrawl.topology.cli.kafka_commands": {"faust", "confluent_kafka"},
+        "streamcrawl.topology.worker.app": {"faust", "mode"},
+    }
+    assert third_party_violations(found) == [
+        "streamcrawl.agents.robots.rules imports aiohttp",
+        "streamcrawl.topology.cli.kafka_commands imports confluent_kafka",
+        "streamcrawl.topology.cli.kafka_commands imports faust",
+    ]
+
+
+def test_every_layer_has_its_rules() -> None:
+    assert set(LAYERS.values()) == set(MAY_IMPORT)
+    assert {layer for allowed in THIRD_PARTY.values() for layer in allowed} - set(MAY_IMPORT) == {
+        "streamcrawl.topology.cli.demo"
+    }
+
+
+def private_names(path: Path) -> list[str]:
+    """``module.name`` for every private (``_``) streamcrawl module or name ``path`` imports."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamcrawl"):
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("streamcrawl")]
+        else:
+            continue
+        out += [name for name in names if any(p.startswith("_") for p in name.split("."))]
+    return out
+
+
+def test_the_bench_uses_only_public_names() -> None:
+    """The bench measures the package as a user has it: a move of private helpers must not
+    break it."""
+    used = {str(p.relative_to(ROOT)): private_names(p) for p in (ROOT / "bench").rglob("*.py")}
+    assert {path: names for path, names in used.items() if names} == {}
+
+
+def test_private_names_are_found(tmp_path: Path) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from streamcrawl.agents.net.fetch import fetch, _read\n"
+        "import streamcrawl.agents._hidden\n"
+        "from os import _exit\n"
+    )
+    assert private_names(source) == [
+        "streamcrawl.agents.net.fetch._read",
+        "streamcrawl.agents._hidden",
+    ]

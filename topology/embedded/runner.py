@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Protocol
 
 import msgspec
-from aiohttp.abc import AbstractResolver
 
 from streamcrawl.agents.content.listings import merge, seed_sitemaps
 from streamcrawl.agents.frontier.frontier import (
@@ -31,7 +30,7 @@ from streamcrawl.agents.frontier.frontier import (
 from streamcrawl.agents.frontier.scheduler import Scheduler
 from streamcrawl.agents.frontier.store import META, ORIGINS, Changes, RocksStore, Store
 from streamcrawl.agents.net.dispatch import Dispatcher, Ended
-from streamcrawl.agents.net.fetch import make_session
+from streamcrawl.agents.net.fetch import Resolver, make_session
 from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.net.stages import Report, Stages
 from streamcrawl.agents.policy.rules import CrawlRules
@@ -88,7 +87,7 @@ class EmbeddedCrawl:
         concurrency: int = 64,
         store: Store | None = None,
         allow_networks: Sequence[IPNetwork] = (),
-        resolver: AbstractResolver | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         """``allow_networks``: non-public networks fetches may reach (the SSRF guard); the
         addresses the seeds' hosts resolve to at start are always allowed, so a local crawl
