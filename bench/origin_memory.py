@@ -142,7 +142,7 @@ async def measure(root: Path, max_origins: int | None) -> dict[str, Any]:
     out["rss_open_mb"] = round(rss_mb(), 1)
     svc.owned = set(range(PARTITIONS))
     wall, cpu = time.perf_counter(), time.process_time()
-    svc._index(set(range(PARTITIONS)))  # what caught_up does once the marker is back
+    svc.index_partitions(set(range(PARTITIONS)))  # what caught_up does once the marker is back
     first = svc.scheduler.take(time.time() + 1.0, 1)
     out["first_dispatch_wall_s"] = round(time.perf_counter() - wall, 2)
     out["first_dispatch_cpu_s"] = round(time.process_time() - cpu, 2)
@@ -150,7 +150,7 @@ async def measure(root: Path, max_origins: int | None) -> dict[str, Any]:
     cpu = time.process_time()
     full_at = None
     while svc.refill.wanted():  # what the dispatch loop does, a slice per turn
-        svc.refill.run(svc._since_of, REFILL_ROWS)
+        svc.refill.run(svc.since_of, REFILL_ROWS)
         if full_at is None and (svc.scheduler.full() or not svc.scheduler.overflow):
             full_at = time.process_time() - cpu
             out["in_memory"] = len(svc.scheduler)

@@ -127,9 +127,9 @@ class FetchService(Service):
 
     # -- called by the frontier agent (same event loop) -----------------------------------------
     def _active(self, origin: str) -> bool:
-        return self._since_of(partition_for(origin, self.partitions)) is not None
+        return self.since_of(partition_for(origin, self.partitions)) is not None
 
-    def _since_of(self, partition: int) -> float | None:
+    def since_of(self, partition: int) -> float | None:
         """When the origins of ``partition`` were indexed here; None: not dispatched here."""
         return self.own.since_of(partition)
 
@@ -188,9 +188,9 @@ class FetchService(Service):
     def caught_up(self, partition: int, token: bytes) -> None:
         """Our marker came back through the frontier agent: index the partition's origins."""
         if self.own.caught_up(partition, token, time.time()):
-            self._index({partition})
+            self.index_partitions({partition})
 
-    def _index(self, new: set[int]) -> None:
+    def index_partitions(self, new: set[int]) -> None:
         """Index the origins with queued URLs of ``new`` partitions, as many as fit: the first
         slice now, the rest turn by turn in the dispatch loop (``Refill``).
 
@@ -198,7 +198,7 @@ class FetchService(Service):
         previous owner may have started a request just before the rebalance.
         """
         self.refill.restart()
-        count = self.refill.run(self._since_of, REFILL_ROWS, until_full=True)
+        count = self.refill.run(self.since_of, REFILL_ROWS, until_full=True)
         log.info(
             "indexing the origins of partitions %s: %d so far",
             sorted(new),
@@ -277,7 +277,7 @@ class FetchService(Service):
         while not self.stopping and not self.should_stop:
             self.loop_alive = time.time()
             if self.refill.wanted():
-                self.refill.run(self._since_of, REFILL_ROWS)
+                self.refill.run(self.since_of, REFILL_ROWS)
             room = self._room()
             if room > 0 and not self.halted() and not self.rebalancing():
                 now = time.time()

@@ -91,7 +91,7 @@ async def test_a_partition_the_assignment_no_longer_names_is_dropped() -> None:
     svc.rebuild({1})
     assert svc.owned == {1}
     assert svc.scheduler.origins() == [P1]
-    assert svc._since_of(0) is None
+    assert svc.since_of(0) is None
     await svc.stop()
 
 

@@ -58,12 +58,12 @@ def test_assignment_indexes_at_most_the_bound(bound: int | None, held: int) -> N
     store = store_with(2, r)
     svc = service(store, r, bound)
     svc.own.owned = {0}
-    svc._index({0})
+    svc.index_partitions({0})
     assert len(svc.scheduler) == held
     assert svc.scheduler.overflow is (bound is not None)
     # the queue sizes count every origin: in memory, and in the table once the census ended
     while svc.refill.wanted():
-        svc.refill.run(svc._since_of, 7)
+        svc.refill.run(svc.since_of, 7)
     assert svc.queue_sizes() == {0: 2 * ORIGINS_N}
     assert len(svc.scheduler) == held
     # new work for origins not in memory waits in the table: memory stays bounded
