@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from tests.httpserver import RecordingServer, html, redirect, slow, stream, text
 from tests.kafka_agents import AgentsCrawl
+from tests.unit.test_dispatch import CountingTask
 
 pytestmark = pytest.mark.integration
 
@@ -350,18 +351,6 @@ async def test_bodies_in_the_page_stream_by_default_in_the_sinks_when_stored(
         assert [p.get("body") for p in files] == [None, None]
         _, stored, _ = await crawl(tmp_path / "e2", seeds, store_bodies=True)
         assert all(p["body"] for p in stored)
-
-
-class CountingTask(asyncio.Task[Any]):
-    """A task that counts the done callbacks put on it."""
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], **kwargs: Any) -> None:
-        super().__init__(coro, **kwargs)
-        self.callbacks = 0
-
-    def add_done_callback(self, fn: Callable[..., object], **kwargs: Any) -> None:
-        self.callbacks += 1
-        super().add_done_callback(fn, **kwargs)
 
 
 async def test_the_loop_waits_without_touching_every_request_in_flight(tmp_path: Path) -> None:

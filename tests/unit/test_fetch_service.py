@@ -17,6 +17,7 @@ from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from tests.outcomes import page_fetched
 from tests.unit.test_kafka_messages import page
 
 ORIGIN = "http://a.test"
@@ -36,19 +37,7 @@ class Stages:
 
     async def run(self, d: Dispatch) -> Report:
         self.runs.append(d.seq)
-        assert d.entry is not None
-        return Report(
-            Outcome(
-                crawl_id="c",
-                origin=d.origin,
-                kind="page",
-                seq=d.seq,
-                url=d.entry.url,
-                state="fetched",
-                started_at=0.0,
-                finished_at=0.0,
-            )
-        )
+        return Report(page_fetched(d))
 
 
 def _twenty_urls() -> tuple[TableStore, CrawlRules]:

@@ -31,6 +31,7 @@ from streamcrawl.agents.frontier.store import (
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.tables import TableStore
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
+from tests.outcomes import robots_fetched
 
 ORIGIN = "http://a.test"
 
@@ -200,18 +201,8 @@ def test_redirect_final_url_is_marked_seen(env) -> None:  # type: ignore[no-unty
 def test_robots_outcome_caches_rules_and_crawl_delay_widens_gap(env) -> None:  # type: ignore[no-untyped-def]
     f, store = env
     r = rules(delay=0.5)
-    robots = Outcome(
-        crawl_id="c",
-        origin=ORIGIN,
-        kind="robots",
-        seq=-1,
-        url=ORIGIN + "/robots.txt",
-        state="fetched",
-        started_at=10.0,
-        finished_at=10.1,
-        robots_status=200,
-        robots_body="User-agent: *\nCrawl-delay: 3\nDisallow: /private\n",
-    )
+    body = "User-agent: *\nCrawl-delay: 3\nDisallow: /private\n"
+    robots = robots_fetched(ORIGIN, body, 10.0, 10.1)
     apply(f, store, robots, r)
     st = load_origin(store, ORIGIN)
     assert st.robots_expires == pytest.approx(10.1 + r.policy.robots_ttl)

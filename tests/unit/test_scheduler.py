@@ -8,7 +8,8 @@ from streamcrawl.agents.frontier.frontier import Frontier, load_origin
 from streamcrawl.agents.frontier.scheduler import Scheduler
 from streamcrawl.agents.frontier.store import Changes, MemoryStore
 from streamcrawl.agents.policy.rules import CrawlRules
-from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
+from tests.outcomes import page_fetched, robots_fetched
 
 A, B = "http://a.test", "http://b.test"
 
@@ -31,20 +32,7 @@ def setup(n: int = 5, **kw: object) -> tuple[Scheduler, MemoryStore, CrawlRules,
 
 def finish(sched: Scheduler, store: MemoryStore, r: CrawlRules, f: Frontier, d, t: float) -> None:  # type: ignore[no-untyped-def]
     ch = Changes(store)
-    applied = f.apply(
-        ch,
-        Outcome(
-            crawl_id="c",
-            origin=d.origin,
-            kind="page",
-            seq=d.seq,
-            url=d.entry.url,
-            state="fetched",
-            started_at=t,
-            finished_at=t + 0.01,
-        ),
-        r,
-    )
+    applied = f.apply(ch, page_fetched(d, t, t + 0.01), r)
     ch.commit()
     sched.done(d.origin, d.seq, applied.state)
 
@@ -110,22 +98,7 @@ def test_robots_fetched_before_pages() -> None:
     assert d.kind == "robots"
     assert sched.take(0.0, 10) == []  # pages wait for robots.txt
     ch = Changes(store)
-    applied = f.apply(
-        ch,
-        Outcome(
-            crawl_id="c",
-            origin=A,
-            kind="robots",
-            seq=-1,
-            url=A + "/robots.txt",
-            state="fetched",
-            started_at=0.0,
-            finished_at=0.01,
-            robots_status=200,
-            robots_body="User-agent: *\nDisallow: /x\n",
-        ),
-        r,
-    )
+    applied = f.apply(ch, robots_fetched(A, "User-agent: *\nDisallow: /x\n", 0.0, 0.01), r)
     ch.commit()
     sched.done(A, -1, applied.state)
     (d,) = sched.take(0.02, 10)

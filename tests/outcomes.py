@@ -1,0 +1,38 @@
+"""Outcomes the tests feed the frontier: a fetched page of a dispatch, a fetched robots.txt."""
+
+from __future__ import annotations
+
+from streamcrawl.agents.frontier.scheduler import ROBOTS_SEQ, Dispatch
+from streamcrawl.schemas.records import Outcome
+
+
+def page_fetched(d: Dispatch, started: float = 0.0, finished: float | None = None) -> Outcome:
+    """The ``fetched`` outcome of page dispatch ``d`` (crawl ``c``); ``finished`` defaults to
+    ``started``."""
+    assert d.entry is not None
+    return Outcome(
+        crawl_id="c",
+        origin=d.origin,
+        kind="page",
+        seq=d.seq,
+        url=d.entry.url,
+        state="fetched",
+        started_at=started,
+        finished_at=started if finished is None else finished,
+    )
+
+
+def robots_fetched(origin: str, body: str, started: float, finished: float) -> Outcome:
+    """A robots.txt of crawl ``c`` answered 200 with ``body``."""
+    return Outcome(
+        crawl_id="c",
+        origin=origin,
+        kind="robots",
+        seq=ROBOTS_SEQ,
+        url=origin + "/robots.txt",
+        state="fetched",
+        started_at=started,
+        finished_at=finished,
+        robots_status=200,
+        robots_body=body,
+    )
