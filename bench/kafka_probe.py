@@ -45,6 +45,30 @@ def sent(topo: Topology) -> dict[str, float]:
     return out
 
 
+def turnaround(topo: Topology) -> dict[str, float | None]:
+    """The worker's ``streamcrawl_scheduler_turnaround_seconds`` histogram: how many dispatches
+    followed a request's end, the share that started within 20 ms of it, and the bucket bound
+    the median falls under (None: the worker has no such metric, or nothing was counted)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _, text = http_get(topo.ports[0], "/metrics")
+    buckets: list[tuple[float, float]] = []
+    for family in text_string_to_metric_families(text):
+        if family.name == "streamcrawl_scheduler_turnaround_seconds":
+            buckets = [
+                (float(s.labels["le"]), s.value)
+                for s in family.samples
+                if s.name.endswith("_bucket")
+            ]
+    buckets.sort()
+    count = buckets[-1][1] if buckets else 0.0
+    if not count:
+        return {"count": count, "within_20ms": None, "median_le_s": None}
+    within = next((n for le, n in buckets if le >= 0.02), count)
+    median = next(le for le, n in buckets if n >= count / 2)
+    return {"count": count, "within_20ms": round(within / count, 3), "median_le_s": median}
+
+
 def topic_sizes(topo: Topology) -> dict[str, int]:
     """Messages in every topic of the run's prefix (changelogs included), by end offsets."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -126,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         drained = drain(topo, seeded, expected_pages=expected, max_pages=None, timeout=args.timeout)
         sent1 = sent(topo)
+        turns = turnaround(topo)
         in_topics = topic_sizes(topo)
     run = measure(topo, seeded, drained, rss_samples=False)
     done = sum(drained.states.values())
@@ -148,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         "idle_cpu_ms_per_s": round(1000 * idle_rate, 1),
         "cpu_ms_per_page_minus_idle": round(1000 * (cpu_s - idle_rate * wall) / max(done, 1), 2),
         "load_avg_1m": round(os.getloadavg()[0], 2),  # other processes skew the figures
+        "turnaround": turns,  # a request's end to its origin's next dispatch
         "sent_per_page": per_topic,
         "in_topics_per_page": {k: round(v / max(done, 1), 3) for k, v in sorted(in_topics.items())},
         "service_cpu_s": run["service_cpu_s"],

@@ -43,6 +43,9 @@ class Dispatch:
     rules: CrawlRules
     robots: RobotsRules | None = None
     after: float | None = None  # start of the origin's previous request (politeness metric)
+    # Seconds since the origin's previous request ended, for the first dispatch after it: how
+    # long the wiring took to start the next one (with no delay, none of it is politeness).
+    since_end: float | None = None
 
 
 @dataclass
@@ -57,6 +60,7 @@ class Slot:
     ready_at: float = 0.0
     hold_until: float = 0.0  # held back by the wiring (its report could not be published)
     turns: int = 0  # requests started since the origin came into memory
+    last_end: float | None = None  # its last request ended (``Scheduler.ended``), not reported
 
 
 class Scheduler:
@@ -160,12 +164,22 @@ class Scheduler:
             if dispatch.kind in ("robots", "page"):
                 if slot.last_start > float("-inf"):
                     dispatch = replace(dispatch, after=slot.last_start)
+                if slot.last_end is not None:
+                    dispatch = replace(dispatch, since_end=now - slot.last_end)
+                    slot.last_end = None
                 slot.last_start = now
                 slot.turns += 1
             slot.in_flight.add(dispatch.seq)
             out.append(dispatch)
             self._push(origin, slot)
         return out
+
+    def ended(self, origin: str, at: float) -> None:
+        """A request of ``origin`` ended at ``at`` (its report is ready): the next dispatch of
+        the origin carries the time since (``Dispatch.since_end``)."""
+        slot = self.slots.get(origin)
+        if slot is not None:
+            slot.last_end = at
 
     def fetched(self, origin: str, seq: int, started_at: float) -> None:
         """The request of a page dispatch ended and its outcome is on its way to the frontier.

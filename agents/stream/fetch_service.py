@@ -92,7 +92,8 @@ class FetchService(Service):
         self.store = store
         self.view = view
         self.publish = publish
-        self.links = LinkBatches(publish)  # other origins' links of many reports, together
+        # Other origins' links of many reports, together; no wait once nothing is being fetched.
+        self.links = LinkBatches(publish, idle=lambda: self.dispatcher.fetching == 0)
         self.mark = mark  # sends a value to one partition of ``outcomes``
         self.unstick = unstick  # makes the consumer fetch one partition's inputs again
         self.own = Ownership()
@@ -303,6 +304,8 @@ class FetchService(Service):
     def _dispatched(self, d: Dispatch, now: float) -> None:
         if d.after is not None:
             self.metrics.politeness_wait.observe(now - d.after)
+        if d.since_end is not None:
+            self.metrics.turnaround.observe(d.since_end)
         assert self._stages is not None
         self.dispatcher.start(d, self._run(d))
 
@@ -326,6 +329,7 @@ class FetchService(Service):
         assert self._stages is not None
         where = {"origin": d.origin, "partition": self._owner(d.origin)}
         report = await self._stages.run(d)  # never raises: a failed stage is an outcome
+        self.scheduler.ended(d.origin, time.time())
         if report.failed:
             self.metrics.stage_failures.labels(d.kind).inc()
         self.metrics.fetched(report.outcome, report.page)
@@ -333,6 +337,7 @@ class FetchService(Service):
         task = asyncio.current_task()
         if task is not None:
             self.dispatcher.release(task)  # the request is over: its slot is free
+            self.links.poke()  # a flush waiting for reports to come may go now
         try:
             await self._publish(report, d)
         except Exception as exc:

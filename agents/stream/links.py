@@ -61,12 +61,14 @@ class LinkBatches:
     delay, not for this report). A report whose origin has nothing else queued waits only the
     window: its outcome may bring that origin's next URL (a chain of pages found one by one
     would otherwise wait the whole delay and then the frontier's apply latency each time).
-    A report without a delay (``due`` None) waits the window: its origin's concurrency slot
-    stays taken until its outcome is in Kafka, so a
-    crawl without a delay makes at most per-origin concurrency / (window + fetch) requests a
-    second per origin (8 / 0.1 s: ~75). Flushing those once no other request ran (Nagle's rule)
-    was measured and merged almost nothing without a delay (docs/performance.md, "Kafka
-    messages per page").
+    A report without a delay (``due`` None) waits the window, but only while another request
+    is being fetched (``idle``: none is): its origin's concurrency slot stays taken until its
+    outcome is in Kafka, so the wait is added to every request of that origin, and it buys a
+    merge only with reports that are still to come. Once nothing is being fetched nothing more
+    is coming, and the flush goes at once: a busy worker still merges a window of reports, one
+    origin crawled without a delay is not held to one request per window (docs/performance.md,
+    "Kafka messages per page"). The fetch service calls ``poke`` when ``idle`` may have become
+    true.
     """
 
     def __init__(
@@ -78,15 +80,19 @@ class LinkBatches:
         max_urls: int = MAX_URLS,
         message_bytes: int = MESSAGE_BYTES,
         clock: Callable[[], float] = time.time,
+        idle: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``idle()``: no request is being fetched, so no report can join a flush soon."""
         self.publish = publish
         self.window = window
         self.hold = hold
         self.max_urls = max_urls
         self.message_bytes = message_bytes
         self.clock = clock
+        self.idle = idle
         self._waiting: list[tuple[Sequence[FrontierBatch], asyncio.Future[None]]] = []
         self._urls = 0
+        self._undelayed = 0  # waiting reports without a delay: their origins wait for the flush
         self._deadline = float("inf")  # of the flush that takes new batches (``clock``)
         self._wake = asyncio.Event()  # the deadline moved, or the flush may go now
         self._flushing: set[asyncio.Task[None]] = set()  # started flushes (referenced)
@@ -110,6 +116,7 @@ class LinkBatches:
             self._flushing.add(self._next)
             self._next.add_done_callback(self._flushing.discard)
         if due is None:
+            self._undelayed += 1
             latest = now + self.window
         else:
             latest = min(now + (self.hold if queued else self.window), due - ACK_ROOM)
@@ -117,8 +124,17 @@ class LinkBatches:
         self._wake.set()  # the flush looks at its deadline and the URLs waiting again
         await done
 
+    def poke(self) -> None:
+        """Look at ``idle`` again (a request ended): a flush may go now."""
+        if self._next is not None:
+            self._wake.set()
+
     def _due_now(self) -> bool:
-        return self._urls >= self.max_urls or self.clock() >= self._deadline
+        return (
+            self._urls >= self.max_urls
+            or self.clock() >= self._deadline
+            or (self._undelayed > 0 and self.idle())
+        )
 
     async def _flush(self) -> None:
         while not self._due_now():
@@ -126,6 +142,7 @@ class LinkBatches:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._deadline - self.clock())
         waiting, self._waiting, self._urls, self._next = self._waiting, [], 0, None
+        self._undelayed = 0
         self._deadline = float("inf")  # later batches: the next flush
         try:
             values = frontier_values(

@@ -21,6 +21,7 @@ from streamcrawl.schemas.records import Outcome, Page
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _WAIT = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300)
+_TURNAROUND = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
 _EVENT = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
 
 
@@ -48,6 +49,14 @@ class Metrics:
             "Seconds between two consecutive request starts (robots.txt or page) on one "
             "origin in this worker; politeness keeps it at or above the origin's delay.",
             buckets=_WAIT,
+            registry=r,
+        )
+        self.turnaround = Histogram(
+            "streamcrawl_scheduler_turnaround_seconds",
+            "Seconds from the end of a request to the start of its origin's next one in this "
+            "worker (the first after it); without a delay, all of it is the wiring's latency: "
+            "publishing the report, and applying it when the next URL depends on it.",
+            buckets=_TURNAROUND,
             registry=r,
         )
         self.frontier_batch = Histogram(

@@ -222,3 +222,44 @@ def test_the_default_unapplied_bound_is_not_below_its_floor() -> None:
 def _default_bound(concurrency: int) -> int:
     store, rules = _twenty_urls()
     return _service(store, rules, None, concurrency).max_unapplied
+
+
+class LinkingStages(Stages):
+    """Each page links one URL of another origin: its report has a batch for ``LinkBatches``."""
+
+    async def run(self, d: Dispatch) -> Report:
+        report = await super().run(d)
+        link = UrlRef(f"http://b.test/{d.seq}", 1, ORIGIN + "/")
+        report.batches.append(FrontierBatch(crawl_id="c", origin="http://b.test", urls=(link,)))
+        return report
+
+
+async def test_links_wait_no_window_once_nothing_is_being_fetched() -> None:
+    """One origin without a delay, one request at a time: each report's links go to Kafka as
+    soon as its request ended (no other request could add to the flush), so the origin's
+    next request does not wait the link window. With a window of 30 s, five pages in a row
+    would take minutes otherwise."""
+    store, _ = _twenty_urls()
+    policy = CrawlPolicy(
+        crawl_id="c", seeds=(ORIGIN + "/",), obey_robots=False, delay=0.0, per_origin_concurrency=1
+    )
+    sent: list[str] = []
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        sent.extend(short for _ in items)
+
+    svc = _service(store, CrawlRules.from_policy(policy), publish, concurrency=8)
+    svc.links.window = 30.0
+    stages = LinkingStages()
+    svc._stages = stages  # type: ignore[assignment]
+    svc.scheduler.track(load_origin(store, ORIGIN))
+    loop = asyncio.create_task(svc._dispatch_loop())
+    try:
+        async with asyncio.timeout(5.0):
+            while sent.count("outcomes") < 5:
+                await asyncio.sleep(0.01)
+        assert sent.count("frontier") >= 5  # each page's links went before its outcome
+    finally:
+        svc.stopping = True
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)

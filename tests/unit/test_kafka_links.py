@@ -218,6 +218,50 @@ def test_a_report_without_delay_waits_the_window_for_others() -> None:
     ]
 
 
+def test_a_report_without_delay_goes_at_once_when_nothing_is_being_fetched() -> None:
+    """Nothing more can come: waiting would only hold its origin's next request back."""
+
+    async def main() -> float:
+        links = LinkBatches(Recorder(), window=30.0, idle=lambda: True)
+        return await seconds(links.send([batch(A, "/1")]))
+
+    assert asyncio.run(main()) < 1.0
+
+
+def test_a_waiting_flush_goes_when_the_last_request_being_fetched_ends() -> None:
+    """While another request is fetched the report waits for it (its links may join); once
+    that request's report is out of the fetch (``poke``), the flush goes, before the window."""
+    fetching = [1]
+
+    async def main() -> tuple[float, Recorder]:
+        rec = Recorder()
+        links = LinkBatches(rec, window=30.0, idle=lambda: fetching[0] == 0)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        first = asyncio.ensure_future(links.send([batch(A, "/1")]))
+        await asyncio.sleep(0.05)
+        assert not first.done()  # the other request may still bring links
+        fetching[0] = 0
+        links.poke()
+        await first
+        return loop.time() - start, rec
+
+    took, rec = asyncio.run(main())
+    assert 0.05 <= took < 1.0
+    assert [[u.url for u in b.urls] for b in rec.batches()] == [[A + "/1"]]
+
+
+def test_a_polite_report_keeps_its_hold_when_nothing_is_being_fetched() -> None:
+    """A report with a delay gives no origin a reason to hurry: its next request waits for
+    the delay, and other origins' reports due meanwhile may still join."""
+
+    async def main() -> float:
+        links = LinkBatches(Recorder(), window=0.01, hold=0.1, idle=lambda: True)
+        return await seconds(links.send([batch(A, "/1")], due=time.time() + 30.0, queued=True))
+
+    assert 0.09 <= asyncio.run(main()) < 1.0
+
+
 def test_a_polite_origin_with_more_queued_waits_until_just_before_its_due() -> None:
     """Its next request waits for the delay anyway: the report waits past the window for
     other reports' links, until ACK_ROOM before its due, and takes those that came."""

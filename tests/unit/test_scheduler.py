@@ -183,3 +183,17 @@ def test_queued_besides_counts_what_is_neither_in_flight_nor_settling() -> None:
     assert not sched.queued_besides(A)  # /1, the last one, in flight
     sched.fetched(A, second.seq, 5.0)
     assert not sched.queued_besides(A)  # settling: nothing else queued
+
+
+def test_the_dispatch_after_a_request_ended_carries_the_time_since() -> None:
+    """``since_end``: from a request's end (``ended``) to its origin's next dispatch, once."""
+    sched, store, r, f = setup(n=3, delay=0.0)
+    first = [d for d in sched.take(0.0, 100) if d.origin == A]
+    assert [d.since_end for d in first] == [None]  # nothing ended before
+    sched.ended(A, 1.0)
+    finish(sched, store, r, f, first[0], 1.0)
+    (second,) = [d for d in sched.take(1.25, 100) if d.origin == A]
+    assert second.since_end == 0.25
+    finish(sched, store, r, f, second, 1.5)  # ended, but not reported through ``ended``
+    (third,) = [d for d in sched.take(2.0, 100) if d.origin == A]
+    assert third.since_end is None
