@@ -83,6 +83,9 @@ class Scheduler:
         self._heap: list[tuple[float, int, str]] = []
         self._tick = itertools.count()
         self.settling = 0  # fetched, outcome not applied yet (all origins; see ``fetched``)
+        # Origins whose every queued URL is settling: their next request needs an outcome
+        # applied first (a chain of pages found one by one). The wiring hurries the frontier.
+        self.blocked: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._states)
@@ -124,6 +127,7 @@ class Scheduler:
 
     def forget(self, origin: str) -> None:
         """Drop an origin (its partition was revoked); in-flight work is the caller's to end."""
+        self.blocked.discard(origin)
         self._states.pop(origin, None)
         slot = self.slots.pop(origin, None)
         if slot is not None:
@@ -234,6 +238,7 @@ class Scheduler:
 
     def done(self, origin: str, seq: int, state: OriginState | None) -> None:
         """A dispatch ended; ``state`` is the origin's state after its outcome was applied."""
+        self.blocked.discard(origin)
         slot = self.slots.get(origin)
         if slot is not None:
             slot.in_flight.discard(seq)
@@ -285,6 +290,8 @@ class Scheduler:
             return None
         entries = queued_entries(self.store, state, 1, skip=slot.in_flight | slot.settling)
         if not entries:
+            if slot.settling:
+                self.blocked.add(origin)  # until ``done``: an applied outcome may queue more
             return None
         seq, entry = entries[0]
         rules = self.rules_for(entry.crawl_id)

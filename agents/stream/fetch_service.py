@@ -92,8 +92,8 @@ class FetchService(Service):
         self.store = store
         self.view = view
         self.publish = publish
-        # Other origins' links of many reports, together; no wait once nothing is being fetched.
-        self.links = LinkBatches(publish, idle=lambda: self.dispatcher.fetching == 0)
+        # Other origins' links of many reports, together; no wait once nothing is coming.
+        self.links = LinkBatches(publish, idle=self._nothing_coming)
         self.mark = mark  # sends a value to one partition of ``outcomes``
         self.unstick = unstick  # makes the consumer fetch one partition's inputs again
         self.own = Ownership()
@@ -144,6 +144,11 @@ class FetchService(Service):
         if self._active(state.origin):
             self.scheduler.track(state)
             self.dispatcher.wake()
+
+    def waiting_on_apply(self) -> bool:
+        """Whether an origin's next request waits for the frontier to apply an outcome (all of
+        its queued URLs are settling): the frontier agent should not hold its batch open."""
+        return bool(self.scheduler.blocked)
 
     def applied(self, origin: str, seq: int, state: OriginState) -> None:
         """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
@@ -284,10 +289,18 @@ class FetchService(Service):
                 now = time.time()
                 for d in self.scheduler.take(now, room):
                     self._dispatched(d, now)
+            self.links.poke()  # what could start has: a flush waiting for reports may go now
             self.metrics.in_flight.set(self.dispatcher.fetching)
             self.metrics.unapplied.set(self.scheduler.settling)
             self.metrics.origins_tracked.set(len(self.scheduler))
             await self._wait()
+
+    def _nothing_coming(self) -> bool:
+        """No request is being fetched and none may start now: no report can come soon."""
+        if self.dispatcher.fetching:
+            return False
+        ready_at = self.scheduler.next_ready_at()
+        return ready_at is None or ready_at > time.time() or self._room() <= 0
 
     def _room(self) -> int:
         """How many dispatches may start now: the concurrency left, and backpressure (fetched

@@ -96,6 +96,19 @@ def test_a_lone_event_is_applied_though_the_stream_gives_nothing_more() -> None:
     assert stream.acked == [(0, 7)]
 
 
+def test_a_batch_waits_for_more_events_unless_a_dispatch_waits_for_it() -> None:
+    """With a window of 30 s a lone event waits for company; when the fetch service says an
+    origin's next request waits for an apply (``hurry``), it waits ``hurry_within`` only."""
+    waiting = Stream([Event(0, 7)])
+    frontier = Frontier(waiting)
+    asyncio.run(run_for(waiting, frontier, 0.3, within=30.0))
+    assert frontier.batches == []
+    hurried = Stream([Event(0, 7)])
+    frontier = Frontier(hurried)
+    asyncio.run(run_for(hurried, frontier, 0.3, within=30.0, hurry=lambda: True))
+    assert frontier.batches == [[(0, 7)]]
+
+
 def test_events_are_acked_after_their_batch_in_order_and_batches_are_bounded() -> None:
     events = [Event(p, o) for o in range(10) for p in (0, 1)]
     stream = Stream(events)

@@ -197,3 +197,14 @@ def test_the_dispatch_after_a_request_ended_carries_the_time_since() -> None:
     finish(sched, store, r, f, second, 1.5)  # ended, but not reported through ``ended``
     (third,) = [d for d in sched.take(2.0, 100) if d.origin == A]
     assert third.since_end is None
+
+
+def test_an_origin_whose_queued_urls_all_settle_is_blocked_until_one_is_applied() -> None:
+    """Its next request needs an outcome applied first (the wiring hurries the frontier)."""
+    sched, store, r, f = setup(n=1, delay=0.0)
+    (d,) = [d for d in sched.take(0.0, 100) if d.origin == A]
+    sched.fetched(A, d.seq, 0.0)  # published, not applied: nothing else is queued
+    assert [x for x in sched.take(0.01, 100) if x.origin == A] == []
+    assert A in sched.blocked
+    finish(sched, store, r, f, d, 0.02)
+    assert A not in sched.blocked

@@ -207,7 +207,13 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # Batches of what is buffered, acknowledged once durable (topology/worker/batching.py); an
         # event the stream skipped is never acknowledged (topology/worker/acks.py).
         refuse_untracked_acks(app.consumer, {frontier_topic, f"{prefix}.outcomes"})
-        await run_batches(stream, frontier, metrics, untrack=lambda e: untrack(app.consumer, e))
+        await run_batches(
+            stream,
+            frontier,
+            metrics,
+            untrack=lambda e: untrack(app.consumer, e),
+            hurry=fetcher.waiting_on_apply,
+        )
 
     sinker = None
     if settings.sink_enabled:

@@ -42,6 +42,9 @@ FRONTIER_BATCH = 500  # events applied together at most
 # what it costs at high rates: 200 ms rather than 50 cut a worker's CPU per page at low rates,
 # and longer measured no better (docs/performance.md, "Batch windows and the cost per second").
 FRONTIER_WITHIN = 0.2
+# The window while a dispatch waits for an apply (``hurry``): its request starts no earlier than
+# this after the outcome came, and events arriving together still share a commit.
+HURRY_WITHIN = 0.02
 
 
 async def run_batches(
@@ -50,8 +53,10 @@ async def run_batches(
     metrics: Metrics,
     *,
     untrack: Callable[[Any], None],
+    hurry: Callable[[], bool] = lambda: False,
     max_events: int = FRONTIER_BATCH,
     within: float = FRONTIER_WITHIN,
+    hurry_within: float = HURRY_WITHIN,
 ) -> None:
     """The frontier agent's body: apply the stream's events in batches, ack them after.
 
@@ -60,7 +65,11 @@ async def run_batches(
     rebalance or a stop waits for (Faust's ``consumer.unacked``): Faust waits for every
     unacknowledged event that is still referenced, and its own stream iterator keeps the
     last event it yielded while it awaits the next one, so a refused event read last before
-    a rebalance held the worker in ``wait_empty`` for good."""
+    a rebalance held the worker in ``wait_empty`` for good.
+
+    ``hurry()``: a dispatch waits for the frontier to apply an outcome (the fetch service's
+    ``waiting_on_apply``); the batch then waits ``hurry_within`` instead of ``within`` for
+    more: the wait is added to that dispatch."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=2 * max_events)
     # Set by the reader once the queue holds the rest of a batch: the window then ends early.
@@ -88,7 +97,7 @@ async def run_batches(
             if queue.qsize() < max_events - 1:
                 filled.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(filled.wait(), within)
+                    await asyncio.wait_for(filled.wait(), hurry_within if hurry() else within)
             while len(events) < max_events and not queue.empty():
                 events.append(queue.get_nowait())
             started = loop.time()
