@@ -119,8 +119,8 @@ def _rel_tokens(rel: str) -> tuple[str, ...]:
     return tuple(tokens)[:MAX_REL_TOKENS]
 
 
-def _anchor_text(node: LexborNode) -> str:
-    text = (node.attributes.get("alt") or "") if node.tag == "area" else node.text(deep=True)
+def _anchor_text(node: LexborNode, tag: LinkTag) -> str:
+    text = (node.attributes.get("alt") or "") if tag == "area" else node.text(deep=True)
     return " ".join(text[:_ANCHOR_READ_CHARS].split())[:MAX_ANCHOR_CHARS].rstrip()
 
 
@@ -175,12 +175,12 @@ class _Collector:
         tokens = _rel_tokens(rel) if rel else ()
         seen = self.links.get(href)
         if seen is None:
-            text = _anchor_text(node) if node is not None else ""
+            text = _anchor_text(node, tag) if node is not None else ""
             self.links[href] = [nofollow, text, tokens, tag]
             return
         seen[0] = seen[0] and nofollow
         if not seen[1] and node is not None:
-            seen[1] = _anchor_text(node)
+            seen[1] = _anchor_text(node, tag)
         if seen[2]:
             seen[2] = tuple(t for t in seen[2] if t in tokens)
 

@@ -26,7 +26,7 @@ from streamcrawl.agents.content.listings import (
     merge,
     robots_sitemaps,
 )
-from streamcrawl.agents.content.outlinks import page_links
+from streamcrawl.agents.content.outlinks import canonical_links, followed, record_links
 from streamcrawl.agents.content.parse import Link, parse_html
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.frontier.scheduler import Dispatch
@@ -35,6 +35,7 @@ from streamcrawl.agents.net.guard import AddressBlocked
 from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
+from streamcrawl.agents.urls.canonical import Canonical
 from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
 
 log = logging.getLogger(__name__)
@@ -235,7 +236,6 @@ class Stages:
         if policy.honor_x_robots_tag:
             directives = x_robots_tag(result.headers, policy.user_agent)
         title = None
-        links: list[str] = []
         html_links: list[Link] = []  # every link of the HTML, for the page record
         feeds: tuple[str, ...] = ()
         header = page_rels(result.headers, result.final_url)
@@ -246,27 +246,27 @@ class Stages:
             canonical = parsed.canonical or canonical
             directives = directives | parsed.meta_robots
             html_links = parsed.links
-            links = [
-                link.href for link in parsed.links if not (link.nofollow and policy.honor_nofollow)
-            ]
             feeds = parsed.feeds if policy.feeds else ()
+        # Each href canonicalized once, for the page record's list and for the links followed.
+        found = canonical_links(html_links, header.follow, rules, base)
+        follow: list[Canonical] = []
         if not (policy.honor_nofollow and "nofollow" in directives):
-            links.extend(header.follow)
+            follow = followed(found, policy.honor_nofollow)
         else:
-            links, feeds = [], ()
+            feeds = ()
         # Recorded resolved and canonicalized (http(s) only): the page's own choice of crawl key.
         canon = rules.canonicalizer.try_canonicalize(canonical, base) if canonical else None
         canonical = canon.url if canon is not None else None
-        if policy.follow_canonical and canonical is not None and canonical != final_url:
-            links, feeds = [canonical], ()  # the canonical is crawled instead of these links
+        if policy.follow_canonical and canon is not None and canon.url != final_url:
+            follow, feeds = [canon], ()  # the canonical is crawled instead of these links
         noindex = policy.honor_noindex and "noindex" in directives
-        listed = page_links(html_links, header.follow, rules, base, entry.depth)
-        batches = self._group(entry.crawl_id, rules, links, base, final_url, entry.depth + 1)
+        record = record_links(found, rules, entry.depth)
+        batches = self._group(entry.crawl_id, rules, follow, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)
         if feeds:
-            found = [Found(href, "feed") for href in feeds]
+            feed_links = [Found(href, "feed") for href in feeds]
             batches = merge(
-                batches + group(rules, entry.crawl_id, found, base, final_url, entry.depth + 1)
+                batches + group(rules, entry.crawl_id, feed_links, base, final_url, entry.depth + 1)
             )
         page = Page(
             crawl_id=entry.crawl_id,
@@ -287,9 +287,9 @@ class Stages:
             canonical=canonical,
             noindex=noindex,
             redirects=result.redirects,
-            links=listed.links,
-            links_total=listed.total,
-            links_truncated=listed.truncated,
+            links=record.links,
+            links_total=record.total,
+            links_truncated=record.truncated,
             # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
             body=result.text if policy.wants_bodies() and not noindex else None,
         )
@@ -304,18 +304,19 @@ class Stages:
 
     @staticmethod
     def _group(
-        crawl_id: str, rules: CrawlRules, hrefs: list[str], base: str, parent: str, depth: int
+        crawl_id: str, rules: CrawlRules, links: list[Canonical], parent: str, depth: int
     ) -> list[FrontierBatch]:
-        """Canonicalize links and group them into one batch per target origin.
+        """Group a page's distinct canonical links into one batch per target origin, less the
+        page itself (``parent``).
 
         Links deeper than ``max_depth`` are not sent at all: they are never admitted, so they
         need no terminal state, and they would only cost messages.
         """
         max_depth = rules.policy.max_depth
-        if not hrefs or (max_depth is not None and depth > max_depth):
+        if not links or (max_depth is not None and depth > max_depth):
             return []
         by_origin: dict[str, list[UrlRef]] = {}
-        for canon in rules.canonicalizer.links(hrefs, base):
+        for canon in links:
             if canon.url != parent:
                 by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, depth, parent))
         return [

@@ -43,9 +43,9 @@ any difference not in this list):
   a raw character and its escape (``|`` and ``%7C``: browsers leave some raw that RFC 3986 does
   not allow), a trailing dot of a host, the fragment, tracking parameters, the query order.
 
-Speed: ``Canonicalizer`` adds a (base, href) LRU in front (a page's hrefs keyed by what they
-depend on: nothing, the origin, or the folder of the base), and hosts are memoised
-(``bench/micro_canonical.py``; rows in ``bench/notes/canonicalization-and-discovery.md``).
+Speed: ``Canonicalizer`` adds a (base, href) LRU in front (a page's hrefs, less their fragment,
+keyed by what they depend on: nothing, the origin, or the folder of the base), and hosts are
+memoised (``bench/micro_canonical.py``; rows in ``bench/notes/canonicalization-and-discovery.md``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ import functools
 import ipaddress
 import re
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -258,7 +258,7 @@ class Canonicalizer:
             out.append(result)
         return out
 
-    def each(self, hrefs: Iterable[str], base: str) -> Iterator[Canonical | None]:
+    def each(self, hrefs: Iterable[str], base: str) -> list[Canonical | None]:
         """The canonical URL of each href of a page at ``base``, in order; ``None`` for an
         invalid or unsupported one. Not deduplicated."""
         lookup = self._lookup
@@ -269,7 +269,14 @@ class Canonicalizer:
         root, folder = (
             (page.origin + "/", _folder(base)) if isinstance(page, Canonical) else (base, None)
         )
+        out: list[Canonical | None] = []
         for href in hrefs:
+            # The crawl key drops the fragment, so the cache is keyed without it: p.html,
+            # p.html#a and p.html#b share one entry. Not after a space or a control, which
+            # the parser strips from the end of an href but keeps before a "#".
+            cut = href.find("#")
+            if cut > 0 and href[cut - 1] > " ":
+                href = href[:cut]
             if href.startswith(("http://", "https://")):
                 result = lookup(href, None)
             elif href[:1] == "/":
@@ -278,7 +285,8 @@ class Canonicalizer:
                 result = lookup(href, folder)
             else:
                 result = lookup(href, base)
-            yield None if isinstance(result, str) else result
+            out.append(None if isinstance(result, str) else result)
+        return out
 
 
 @functools.lru_cache(maxsize=1024)  # a page's base, asked for by each of its link lists

@@ -36,7 +36,7 @@ import functools
 import ipaddress
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from publicsuffixlist import PublicSuffixList
 
@@ -152,15 +152,27 @@ class Scope:
 
     def check(self, url: str, depth: int) -> str | None:
         """``None`` when the canonical ``url`` at ``depth`` is in scope, else the reason."""
-        now = self._clock()
-        if not self._year_span[0] <= now < self._year_span[1]:
-            self._new_year(now)
+        self._keep_year()
         reason = self._reason(url)
         if reason == "host":
             return reason
         if self._max_depth is not None and depth > self._max_depth:
             return "depth"
         return reason
+
+    def check_all(self, urls: Iterable[str], depth: int) -> list[str | None]:
+        """``check`` of each URL at one ``depth``, in order (a page's links: one clock read and
+        one depth test for them all)."""
+        self._keep_year()
+        reason = self._reason
+        if self._max_depth is None or depth <= self._max_depth:
+            return [reason(url) for url in urls]
+        return ["host" if reason(url) == "host" else "depth" for url in urls]
+
+    def _keep_year(self) -> None:
+        now = self._clock()
+        if not self._year_span[0] <= now < self._year_span[1]:
+            self._new_year(now)
 
     def _new_year(self, now: float) -> None:
         """The calendar rule's window moved (or was never set): forget every cached reason."""

@@ -377,9 +377,13 @@ _HREFS = st.one_of(
         [
             *("", "?q", "#f", " x", "\tx", "x\ty", "\\x", "a:b", "a/b:c", "p.html?x#y", "..", "."),
             *("./", "http:?q", "http:", "HTTP:#x", "https:?q", "http:x"),
+            # each() cuts the fragment before its cache: the same URL as with it
+            *("x #y", "x\t#y", "x\x01#y", " #y", "a#b#c", "?q#f", "//h#x", "http://h#x"),
+            *("http://#x", "http://h:#x", "http://[::1#]", "x%#y", "http:#x", "a:b#c", "\\#x"),
         ]
     ),
     st.builds(lambda a, b: a + b, st.sampled_from(["", "./", "../", "x/", "a:", "?", "#"]), _chars),
+    st.builds(lambda a, b: a + "#" + b, _chars, _chars),
 )
 
 

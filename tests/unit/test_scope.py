@@ -100,6 +100,18 @@ def test_check(fields: dict[str, Any], url: str, depth: int, expected: str | Non
     assert scope(**fields).check(url, depth) == expected
 
 
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+def test_check_all_is_check_of_each_url(depth: int) -> None:
+    # A page's links in one call: the same reasons as one check each, depth rule included.
+    fields: dict[str, Any] = {"max_depth": 2, "exclude": ("/private",), "max_path_depth": 3}
+    urls = [case[1] for case in CASES] + ["https://example.com/private/a", "https://a.b/"]
+    one_by_one = scope(**fields)
+    expected = [one_by_one.check(url, depth) for url in urls]
+    s = scope(**fields)
+    assert s.check_all(urls, depth) == expected
+    assert s.check_all(urls, depth) == expected  # served from the cache
+
+
 def test_several_seeds_are_all_in_scope() -> None:
     s = scope(seeds=("https://a.example/", "http://www.b.example:8080/x"))
     assert s.check("https://a.example/p", 1) is None
