@@ -27,6 +27,7 @@ import email.utils
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 import aiohttp
@@ -127,6 +128,20 @@ def client_timeout(policy: CrawlPolicy) -> aiohttp.ClientTimeout:
 def request_headers(policy: CrawlPolicy) -> dict[str, str]:
     """Headers sent with every crawl request."""
     return {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
+
+
+def hop(
+    session: aiohttp.ClientSession,
+    url: str,
+    headers: Mapping[str, str],
+    timeout: aiohttp.ClientTimeout,
+    sent: SentAt | None,
+) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
+    """One GET of a redirect chain followed by hand (``allow_redirects=False``: the caller
+    decides on each Location); ``sent`` gets when the request was written."""
+    return session.get(
+        url, headers=headers, allow_redirects=False, timeout=timeout, trace_request_ctx=sent
+    )
 
 
 # The DNS resolver ``make_session`` takes, named here so that the wirings need not import aiohttp.
@@ -355,13 +370,7 @@ async def _fetch(
             wait = sent.at + hop_delay - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-        async with session.get(
-            current,
-            headers=headers,
-            allow_redirects=False,
-            timeout=timeout,
-            trace_request_ctx=sent,
-        ) as resp:
+        async with hop(session, current, headers, timeout, sent) as resp:
             location = resp.headers.get("Location")
             if resp.status in REDIRECT_STATUSES and location:
                 target = resolve_redirect(current, location)

@@ -11,7 +11,7 @@ import logging
 
 import aiohttp
 
-from streamcrawl.agents.net.fetch import SentAt, client_timeout, read_body, request_headers
+from streamcrawl.agents.net.fetch import SentAt, client_timeout, hop, read_body, request_headers
 from streamcrawl.agents.net.guard import blocked_error
 from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
 from streamcrawl.agents.robots.rules import (
@@ -45,13 +45,7 @@ async def fetch_robots(
     timeout = client_timeout(policy)
     try:
         for _ in range(ROBOTS_MAX_REDIRECTS + 1):
-            async with session.get(
-                url,
-                headers=headers,
-                allow_redirects=False,
-                timeout=timeout,
-                trace_request_ctx=sent,
-            ) as resp:
+            async with hop(session, url, headers, timeout, sent) as resp:
                 status = resp.status
                 if status in REDIRECT_STATUSES:
                     target = resolve_redirect(url, resp.headers.get("Location"))
