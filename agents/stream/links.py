@@ -61,14 +61,14 @@ class LinkBatches:
     delay, not for this report). A report whose origin has nothing else queued waits only the
     window: its outcome may bring that origin's next URL (a chain of pages found one by one
     would otherwise wait the whole delay and then the frontier's apply latency each time).
-    A report without a delay (``due`` None) waits the window, but only while another request
-    is being fetched (``idle``: none is): its origin's concurrency slot stays taken until its
-    outcome is in Kafka, so the wait is added to every request of that origin, and it buys a
-    merge only with reports that are still to come. Once nothing is being fetched nothing more
-    is coming, and the flush goes at once: a busy worker still merges a window of reports, one
-    origin crawled without a delay is not held to one request per window (docs/performance.md,
-    "Kafka messages per page"). The fetch service calls ``poke`` when ``idle`` may have become
-    true.
+    A report without a delay (``due`` None) waits the window, but only while more reports may
+    come (``idle``: none can, as no request is being fetched and none may start now): its
+    origin's concurrency slot stays taken until its outcome is in Kafka, so the wait is added to
+    every request of that origin, and it buys a merge only with reports that are still to come.
+    Once nothing is coming the flush goes at once: a busy worker still merges a window of
+    reports, one origin crawled without a delay is not held to one request per window
+    (docs/performance.md, "Latency at delay 0"). The fetch service calls ``poke`` when ``idle``
+    may have become true.
     """
 
     def __init__(
@@ -82,7 +82,8 @@ class LinkBatches:
         clock: Callable[[], float] = time.time,
         idle: Callable[[], bool] = lambda: False,
     ) -> None:
-        """``idle()``: no request is being fetched, so no report can join a flush soon."""
+        """``idle()``: no report can join a flush soon (the fetch service: no request is being
+        fetched and none may start now)."""
         self.publish = publish
         self.window = window
         self.hold = hold
@@ -125,7 +126,8 @@ class LinkBatches:
         await done
 
     def poke(self) -> None:
-        """Look at ``idle`` again (a request ended): a flush may go now."""
+        """Look at ``idle`` again (a request ended, or the dispatch loop started what it could):
+        a flush may go now."""
         if self._next is not None:
             self._wake.set()
 
