@@ -22,7 +22,12 @@ from msgspec import Meta
 # v3)"); v1 and v2 records are still accepted (no links: ``links`` is empty and ``links_total``
 # null). ``Page.outlinks`` keeps its v1 meaning. Which versions are read, and why:
 # docs/compatibility.md.
-SCHEMA_VERSION = 3
+# v4: continuous crawling (docs/architecture.md, "Continuous crawling"): the ``recrawl_*`` and
+# ``max_fetches_per_hour`` fields of CrawlPolicy, ``changefreq`` of UrlRef; ``Page.change`` with the
+# previous digest and fetch time; the validators and digest of an Outcome and its ``due`` kind;
+# the ``gone`` terminal state. v1-v3 records are still accepted (a crawl without revisits; a
+# page record without ``change``).
+SCHEMA_VERSION = 4
 
 
 class TerminalState(enum.StrEnum):
@@ -47,6 +52,9 @@ class TerminalState(enum.StrEnum):
     # (agents/content/sitemap.py, agents/content/feeds.py): not a page, so not counted as one.
     SITEMAP = "sitemap"
     FEED = "feed"
+    # Continuous crawling (v4): a revisit found the URL gone (404 or 410, confirmed by a
+    # second revisit after a backoff); it is dropped from the schedule.
+    GONE = "gone"
 
 
 CrawlRunState = Literal["running", "paused", "stopped"]
@@ -90,6 +98,11 @@ Pattern = Annotated[str, Meta(max_length=MAX_PATTERN_CHARS)]
 Name = Annotated[str, Meta(min_length=1, max_length=255)]
 Seconds = Annotated[float, Meta(ge=0.0, le=DAY)]
 Timeout = Annotated[float, Meta(gt=0.0, le=3_600.0)]
+# A revisit interval (v4): one second (tests, a busy feed) to a year.
+Interval = Annotated[float, Meta(ge=1.0, le=365 * DAY)]
+RecrawlMode = Literal["adaptive", "fixed"]
+# What a fetch found, against the copy of its previous fetch (Page.change, v4).
+Change = Literal["new", "changed", "unchanged", "gone"]
 
 
 class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,6 +161,27 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # Kafka wiring: the page record on the pages topic carries the decoded body (zstd on the
     # wire, at most max_body and the topic's message size); store_bodies decides the sinks.
     stream_bodies: bool = True
+    # Continuous crawling (v4; docs/architecture.md, "Continuous crawling"). None: each URL is
+    # fetched once. Else a fetched URL is revisited after an interval: ``recrawl_after`` at
+    # first, then (adaptive) longer after no change and shorter after a change, within
+    # [recrawl_min, recrawl_max] (defaults: recrawl_after / 8 and x 14), feeds within
+    # [recrawl_feed_min, recrawl_max] (default: recrawl_min / 4), each due time spread by
+    # +/- recrawl_jitter of its interval. ``recrawl_at``: every URL fetched before it is due now
+    # (``streamcrawl recrawl``). ``max_fetches_per_hour`` bounds the crawl's requests, first
+    # fetches and revisits together (per worker in the Kafka wiring).
+    recrawl_after: Interval | None = None
+    recrawl_min: Interval | None = None
+    recrawl_max: Interval | None = None
+    recrawl_feed_min: Interval | None = None
+    recrawl_mode: RecrawlMode = "adaptive"
+    recrawl_jitter: Annotated[float, Meta(ge=0.0, le=0.5)] = 0.1
+    recrawl_at: Annotated[float, Meta(ge=0.0)] = 0.0
+    max_fetches_per_hour: Annotated[int, Meta(ge=1, le=10**9)] | None = None
+    # Kafka wiring (``streamcrawl seed --keep-versions N``): besides the latest copy of each
+    # page, Cassandra keeps the digest, status and fetch time of its N newest versions (fetches
+    # that found it new or changed; table ``page_versions``); 0 keeps none. The embedded
+    # crawl's pages.jsonl has every fetch already.
+    keep_versions: Annotated[int, Meta(ge=0, le=100)] = 0
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -159,17 +193,20 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
 # What a queued URL is fetched as: a page (HTML), a sitemap or sitemap index, or a feed.
 UrlKind = Literal["page", "sitemap", "feed"]
 LastMod = Annotated[str, Meta(max_length=64)]
+ChangeFreq = Annotated[str, Meta(max_length=16)]
 
 
 class UrlRef(msgspec.Struct, frozen=True, array_like=False, omit_defaults=True):
     """A discovered URL: its text (canonical when the sender canonicalized it), depth, parent;
-    ``kind`` and, for URLs listed in a sitemap, its ``lastmod`` (as written there, W3C date)."""
+    ``kind`` and, for URLs listed in a sitemap, its ``lastmod`` (as written there, W3C date)
+    and (v4) ``changefreq``."""
 
     url: Url
     depth: Annotated[int, Meta(ge=0)]
     parent: Url | None = None
     kind: UrlKind = "page"
     lastmod: LastMod | None = None
+    changefreq: ChangeFreq | None = None
 
 
 class FrontierBatch(msgspec.Struct, frozen=True, kw_only=True):
@@ -181,8 +218,27 @@ class FrontierBatch(msgspec.Struct, frozen=True, kw_only=True):
     urls: Annotated[tuple[UrlRef, ...], Meta(max_length=MAX_BATCH_URLS)]
 
 
+class Revisit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the previous fetch of a URL of a continuous crawl found, and when it is due again
+    (``agents/frontier/revisits.py``). Stored with its queue entry, never on the wire."""
+
+    fetched_at: float  # the previous fetch's request start
+    level: int  # its place on the crawl's interval ladder (agents/policy/revisit.py)
+    due: float  # when it is due again
+    etag: str | None = None  # validators exactly as the server sent them
+    last_modified: str | None = None
+    digest: str | None = None  # sha256 hex of the previous body
+    status: int | None = None
+    changed_at: float = 0.0  # the last fetch that found a new or changed copy
+    gone: int = 0  # 404/410 answers in a row
+    errors: int = 0  # failed revisits in a row
+    forced: bool = False  # made due now (a sitemap's newer lastmod, ``streamcrawl recrawl``)
+    state: str = "fetched"  # the terminal state last reported for the URL
+
+
 class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One URL waiting in its origin's durable FIFO queue."""
+    """One URL waiting in its origin's durable FIFO queue (``revisit``: a URL fetched before,
+    due again)."""
 
     crawl_id: str
     url: str
@@ -192,9 +248,12 @@ class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
     last_error: str | None = None
     kind: UrlKind = "page"
     lastmod: str | None = None
+    changefreq: str | None = None
+    revisit: Revisit | None = None
 
 
-OutcomeKind = Literal["page", "robots"]
+# ``due`` (v4): no request; the frontier moves the origin's due revisits into its queue.
+OutcomeKind = Literal["page", "robots", "due"]
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -229,6 +288,15 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     robots_status: int | None = None
     links: tuple[UrlRef, ...] = ()
     lastmod: str | None = None  # the entry's, so that a replayed outcome repeats its status
+    # v4, for the revisit schedule: the validators of the response, as sent, and the sha256
+    # hex of its body (None: no body read; a 304 keeps the previous digest).
+    etag: str | None = None
+    last_modified: str | None = None
+    digest: str | None = None
+    # v4: a revisit's (None: a first fetch): the state last reported for the URL, and the
+    # 404/410 answers in a row before this one (so that a replay repeats what it reported).
+    reported: str | None = None
+    gone: int = 0
 
 
 # Where a link was found: <a>, <area>, <link rel=next/prev/alternate>, <iframe>, <frame>,
@@ -289,6 +357,12 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     links_total: Annotated[int, Meta(ge=0)] | None = None
     links_truncated: bool = False
     body: str | None = None
+    # v4: what this fetch found against the previous one (None: a v1-v3 record): ``new`` (first
+    # fetch), ``changed``, ``unchanged`` (a 304, or the same body digest: the record has no
+    # body, links or title) or ``gone``; the previous fetch's digest and time.
+    change: Change | None = None
+    previous_sha256: str | None = None
+    previous_fetched_at: float | None = None
 
 
 class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -306,6 +380,23 @@ class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
     final_url: str | None = None
     updated_at: float
     lastmod: str | None = None  # the sitemap's <lastmod> of this URL, if it was listed in one
+    # v4, continuous crawling: the state this one replaces (a revisit found the URL gone, or
+    # fetched it after a failure), so that counts move it instead of adding a URL.
+    previous: TerminalState | None = None
+
+
+class Lane(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A FIFO of revisits of one crawl and one ladder level at one origin: seqs [head, tail),
+    one key each (``agents/frontier/revisits.py``); ``head_due``/``head_fetched`` are the due
+    and previous fetch time of the entry at ``head``, ``tail_due`` the latest due pushed."""
+
+    crawl_id: str
+    level: int
+    head: int = 0
+    tail: int = 0
+    head_due: float = 0.0
+    head_fetched: float = 0.0
+    tail_due: float = 0.0
 
 
 class OriginState(msgspec.Struct, kw_only=True):
@@ -335,6 +426,9 @@ class OriginState(msgspec.Struct, kw_only=True):
     done: list[int] = msgspec.field(default_factory=list)
     patched: dict[int, QueueEntry] = msgspec.field(default_factory=dict)
     legacy_end: int = -1
+    # Continuous crawling: the origin's revisit lanes (agents/frontier/revisits.py), each a
+    # FIFO of revisits of one crawl and one interval, so due times grow along it.
+    lanes: list[Lane] = msgspec.field(default_factory=list)
 
 
 # Topic name (after ``<prefix>.``) -> value record. ``status`` carries terminal URL states keyed by

@@ -45,6 +45,7 @@ class Found(NamedTuple):
     href: str
     kind: UrlKind = "page"
     lastmod: str | None = None
+    changefreq: str | None = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -79,7 +80,7 @@ def listed(rules: CrawlRules, entry: QueueEntry, body: bytes, url: str) -> list[
         found = [Found(link) for link in parse_feed(body)]
     else:
         sitemap = parse_sitemap(body)
-        found = [Found(u.loc, "page", u.lastmod) for u in sitemap.urls]
+        found = [Found(u.loc, "page", u.lastmod, u.changefreq) for u in sitemap.urls]
         if entry.depth < MAX_NESTING:
             found += [Found(s.loc, "sitemap", s.lastmod) for s in sitemap.sitemaps]
     return group(rules, entry.crawl_id, found, url, entry.url, entry.depth + 1)
@@ -105,7 +106,9 @@ def group(
             continue
         refs = by_origin.setdefault(canon.origin, {})
         if canon.url not in refs:
-            refs[canon.url] = UrlRef(canon.url, depth, parent, item.kind, item.lastmod)
+            refs[canon.url] = UrlRef(
+                canon.url, depth, parent, item.kind, item.lastmod, item.changefreq
+            )
     return [
         FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs.values()))
         for origin, refs in by_origin.items()

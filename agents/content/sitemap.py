@@ -41,10 +41,12 @@ _CHUNK: Final = 1 << 20
 
 
 class Listed(NamedTuple):
-    """One ``<loc>`` of a sitemap, with its ``<lastmod>`` (as written, None if absent)."""
+    """One ``<loc>`` of a sitemap, with its ``<lastmod>`` and ``<changefreq>`` (as written,
+    None if absent)."""
 
     loc: str
     lastmod: str | None
+    changefreq: str | None = None
 
 
 class Sitemap(NamedTuple):
@@ -104,6 +106,7 @@ def parse_sitemap(body: bytes) -> Sitemap:
             continue
         loc = text_of(element, "loc")
         lastmod = text_of(element, "lastmod")
+        changefreq = text_of(element, "changefreq")
         element.clear()
         if not loc or len(loc) > MAX_LOC_CHARS:
             continue
@@ -111,7 +114,9 @@ def parse_sitemap(body: bytes) -> Sitemap:
         if count > MAX_URLS:
             log.info("sitemap lists more than %d URLs: the rest is ignored", MAX_URLS)
             break
-        entry = Listed(loc, lastmod[:64] if lastmod else None)
+        entry = Listed(
+            loc, lastmod[:64] if lastmod else None, changefreq[:16] if changefreq else None
+        )
         (result.urls if element.tag == "url" else result.sitemaps).append(entry)
     return result
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.policy.revisit import RevisitPolicy
 from streamcrawl.agents.robots.rules import RobotsRules, product_token
 from streamcrawl.agents.urls.canonical import Canonicalizer, CanonicalOptions
 from streamcrawl.agents.urls.scope import Scope
@@ -23,6 +25,7 @@ class CrawlRules:
     canonicalizer: Canonicalizer
     scope: Scope
     token: str
+    revisit: RevisitPolicy | None = None  # None: each URL is fetched once
     _robots: OrderedDict[str, tuple[float, int | None, RobotsRules]] = field(
         default_factory=OrderedDict
     )
@@ -30,11 +33,17 @@ class CrawlRules:
 
     @classmethod
     def from_policy(cls, policy: CrawlPolicy) -> CrawlRules:
+        """``ConfigError`` if the policy's revisit bounds do not hold (one line)."""
+        try:
+            revisit = RevisitPolicy.from_policy(policy)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
             policy=policy,
             canonicalizer=Canonicalizer(CanonicalOptions.from_policy(policy)),
             scope=Scope.from_policy(policy),
             token=product_token(policy.user_agent),
+            revisit=revisit,
         )
 
     def robots(self, state: OriginState) -> RobotsRules | None:

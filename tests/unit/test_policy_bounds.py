@@ -268,6 +268,13 @@ def test_the_worker_refuses_a_hostile_spec_keeps_the_last_good_one_and_goes_on(
     assert {r.offset for r in refused} == {1, 2}  # type: ignore[attr-defined]
 
 
+def test_a_spec_whose_recrawl_bounds_do_not_hold_is_refused() -> None:
+    v = view()
+    bad = spec(crawl_id="live", recrawl_after=3600, recrawl_min=7200)
+    assert not v._apply("p.control", 0, 0, b"live", json.dumps(bad).encode())
+    assert v.rules("live") is None and v.metrics.bad_messages.labels("control")._value.get() == 1
+
+
 def test_a_refused_spec_of_a_new_crawl_leaves_it_unknown() -> None:
     v = view()
     assert not v._apply(
