@@ -127,8 +127,9 @@ class AgentsCrawl:
         )
         return self._inbox.empty() and not self._busy and drained
 
-    async def run(self, timeout: float = 60.0) -> AgentsCrawl:
-        """Seed, crawl until idle for ``SETTLE`` s; fails after ``timeout`` s."""
+    async def run(self, timeout: float = 60.0, *, for_seconds: float | None = None) -> AgentsCrawl:
+        """Seed, crawl until idle for ``SETTLE`` s; fails after ``timeout`` s. ``for_seconds``:
+        crawl that long, then stop (a continuous crawl is never idle)."""
         consumer = asyncio.create_task(self._consume())
         await self.service.start()
         try:
@@ -136,7 +137,12 @@ class AgentsCrawl:
             self.service.assigned(every)  # the group's assignment, then its tables recovered:
             self.service.rebuild(every)  # markers first
             await self._seed()
-            await self._wait_idle(consumer, timeout)
+            if for_seconds is None:
+                await self._wait_idle(consumer, timeout)
+            else:
+                await asyncio.sleep(for_seconds)
+                if consumer.done():
+                    consumer.result()
         finally:
             await self.service.stop()
             consumer.cancel()

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from streamcrawl.agents.frontier import queue
+from streamcrawl.agents.frontier import queue, revisits
 from streamcrawl.agents.frontier.store import META, ORIGINS, SEEN, Changes, Store
+from streamcrawl.agents.policy.revisit import lastmod_forces
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_expiry
 from streamcrawl.schemas.records import (
@@ -29,6 +30,7 @@ from streamcrawl.schemas.records import (
     OriginState,
     Outcome,
     QueueEntry,
+    Revisit,
     TerminalState,
     UrlRef,
     UrlStatus,
@@ -73,9 +75,14 @@ def store_origin(ch: Changes, st: OriginState) -> None:
 
 
 def _copy(st: OriginState) -> OriginState:
-    # Queue entries are frozen: copying the containers makes a state nobody else changes.
+    # Queue entries are frozen: copying the containers (and the lanes, which are not) makes
+    # a state nobody else changes.
     return msgspec.structs.replace(
-        st, inline=list(st.inline), done=list(st.done), patched=dict(st.patched)
+        st,
+        inline=list(st.inline),
+        done=list(st.done),
+        patched=dict(st.patched),
+        lanes=[msgspec.structs.replace(lane) for lane in st.lanes],
     )
 
 
@@ -112,6 +119,8 @@ class Admission:
     misrouted: dict[str, list[UrlRef]] = field(default_factory=dict)
     duplicates: int = 0
     invalid: int = 0
+    moves: list[revisits.LaneMove] = field(default_factory=list)  # revisits that left lanes
+    forced: int = 0  # revisits a sitemap's newer lastmod moved to the queue (not in queued)
     state: OriginState | None = None  # the origin's state after the batch; None: not read
 
 
@@ -123,6 +132,12 @@ class Applied:
     state: OriginState
     retried: bool = False
     replayed: bool = False
+    # Continuous crawling: the applied fetch was a revisit, and found a change (or the page
+    # gone); revisits moved to the queue; revisits in and out of lanes, for the counts.
+    revisit: bool = False
+    changed: bool = False
+    promoted: int = 0
+    moves: list[revisits.LaneMove] = field(default_factory=list)
 
 
 class Frontier:
@@ -190,6 +205,24 @@ class Frontier:
                     result.statuses.append(_ended(batch, canon.url, *ended, now))
                     marked.add(key)
                     continue
+                at = revisits.read_pointer(seen) if ref.lastmod is not None else None
+                if at is not None and rules.revisit is not None and key not in marked:
+                    # A sitemap lists it as modified since its last fetch: due now.
+                    if st is None:
+                        st = load_origin(ch, batch.origin)
+                    forced = revisits.force(
+                        ch,
+                        st,
+                        batch.crawl_id,
+                        canon.url,
+                        at,
+                        functools.partial(_listed_newer, ref.lastmod, now),
+                    )
+                    if forced is not None and forced.revisit is not None:
+                        marked.add(key)
+                        result.forced += 1
+                        result.moves.append((batch.crawl_id, forced.revisit.due, -1))
+                        continue
                 again = _queued_by(seen, source) if key not in marked else None
                 if again is not None and st is None:
                     st = load_origin(ch, batch.origin)
@@ -207,6 +240,7 @@ class Frontier:
                 parent=ref.parent,
                 kind=ref.kind,
                 lastmod=ref.lastmod,
+                changefreq=ref.changefreq,
             )
             if again is not None and st is not None:
                 queue.push(ch, st, again, entry)
@@ -229,7 +263,7 @@ class Frontier:
             result.queued.append((st.tail, entry))
             queue.push(ch, st, st.tail, entry)
             queued += 1
-        if queued and st is not None:
+        if (queued or result.forced) and st is not None:
             store_origin(ch, st)
         if queued and count_admitted:
             total = admitted_count(ch, batch.crawl_id) + queued
@@ -242,6 +276,11 @@ class Frontier:
         st = load_origin(ch, outcome.origin)
         if outcome.kind == "robots":
             return self._apply_robots(ch, outcome, rules, st)
+        if outcome.kind == "due":
+            moves: list[revisits.LaneMove] = []
+            promoted = self._promote(ch, st, rules, moves)
+            store_origin(ch, st)
+            return Applied([], st, promoted=promoted, moves=moves)
         found = queue.entry_at(ch, st, outcome.seq)
         if found is None:
             queue.forget_replayed(ch, st, outcome.seq)
@@ -266,8 +305,65 @@ class Frontier:
             ch.put(seen_key(entry.crawl_id, outcome.final_url), str(entry.depth).encode())
         if state is TerminalState.FETCHED:
             st.fetched += 1
+        statuses = [_terminal(entry, outcome, state)]
+        moves = []
+        if rules.revisit is not None:
+            statuses = self._reschedule(ch, st, entry, outcome, state, rules, moves)
+        promoted = self._promote(ch, st, rules, moves) if st.lanes else 0
         store_origin(ch, st)
-        return Applied([_terminal(entry, outcome, state)], st)
+        previous = entry.revisit
+        changed = previous is not None and (
+            any(s.state is TerminalState.GONE for s in statuses)
+            or (outcome.status != 304 and outcome.digest not in (None, previous.digest))
+        )
+        return Applied(
+            statuses,
+            st,
+            revisit=previous is not None,
+            changed=changed,
+            promoted=promoted,
+            moves=moves,
+        )
+
+    def _reschedule(
+        self,
+        ch: Changes,
+        st: OriginState,
+        entry: QueueEntry,
+        outcome: Outcome,
+        state: TerminalState,
+        rules: CrawlRules,
+        moves: list[revisits.LaneMove],
+    ) -> list[UrlStatus]:
+        """Continuous crawling: put the URL in its next revisit's lane (its seen mark points
+        there; ``moves`` gets it), or drop it. A first fetch reports its terminal state as any
+        crawl's; a revisit only a change of the URL's state (``_moved``)."""
+        assert rules.revisit is not None
+        revisit, gone = revisits.after_fetch(entry, outcome, state, rules.revisit, self.jitter())
+        previous = entry.revisit.state if entry.revisit is not None else None
+        now = revisits.reported(previous, revisit, gone, state)
+        if revisit is not None:
+            revisit = msgspec.structs.replace(revisit, state=now.value)
+            level, seq, due = revisits.schedule(
+                ch, st, msgspec.structs.replace(entry, attempts=0, revisit=revisit)
+            )
+            ch.put(seen_key(entry.crawl_id, entry.url), revisits.pointer(level, seq))
+            moves.append((entry.crawl_id, due, 1))
+        return _moved(entry, outcome, now, previous)
+
+    def _promote(
+        self, ch: Changes, st: OriginState, rules: CrawlRules, moves: list[revisits.LaneMove]
+    ) -> int:
+        """Move the origin's due revisits to its queue (``revisits.promote``); ``moves`` gets
+        them."""
+        crawl_id, forced = rules.policy.crawl_id, rules.policy.recrawl_at
+        if rules.policy.state == "stopped":
+            forced = self.clock()  # queued, then cancelled: a stop ends the schedule
+        moved = revisits.promote(ch, st, self.clock(), lambda c: forced if c == crawl_id else 0.0)
+        for _, entry in moved:
+            if entry.revisit is not None:
+                moves.append((entry.crawl_id, entry.revisit.due, -1))
+        return len(moved)
 
     def _replayed(self, outcome: Outcome, rules: CrawlRules) -> list[UrlStatus]:
         """The terminal status a replayed outcome produced the first time, rebuilt from the
@@ -283,6 +379,15 @@ class Frontier:
             attempts=_attempts(outcome.attempts - 1, outcome),  # Outcome.attempts = entry's + 1
             lastmod=outcome.lastmod,
         )
+        if outcome.reported is not None and rules.revisit is not None:
+            # A revisit reported a state only if it changed the URL's: decide it again.
+            before = Revisit(
+                fetched_at=0.0, level=0, due=0.0, gone=outcome.gone, state=outcome.reported
+            )
+            entry = msgspec.structs.replace(entry, revisit=before)
+            again, gone = revisits.after_fetch(entry, outcome, state, rules.revisit, 0.5)
+            now = revisits.reported(outcome.reported, again, gone, state)
+            return _moved(entry, outcome, now, outcome.reported)
         return [_terminal(entry, outcome, state)]
 
     def _apply_robots(
@@ -323,6 +428,11 @@ class Frontier:
             st.failures = 0
 
 
+def _listed_newer(lastmod: str | None, now: float, revisit: Revisit) -> bool:
+    """Whether a sitemap's ``lastmod`` is newer than the revisit's last fetch (and not ahead)."""
+    return lastmod_forces(lastmod, revisit.fetched_at, now)
+
+
 def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
     """robots.txt failed (5xx/unreachable) but not yet often enough to give up on the origin."""
     failed = st.robots_expires > 0 and (st.robots_status is None or st.robots_status >= 500)
@@ -337,6 +447,19 @@ def _terminal_state(outcome: Outcome) -> TerminalState:
 def _attempts(before: int, outcome: Outcome) -> int:
     """Attempts of an entry once ``outcome`` is applied (a dispatch without request: none)."""
     return before + (1 if outcome.started_at > 0 else 0)
+
+
+def _moved(
+    entry: QueueEntry, outcome: Outcome, state: TerminalState, previous: str | None
+) -> list[UrlStatus]:
+    """The status to report for a URL of a continuous crawl now in ``state``: none if that is
+    the state reported before, else one that says which it replaces."""
+    if previous is None:
+        return [_terminal(entry, outcome, state)]
+    if state.value == previous:
+        return []
+    status = _terminal(entry, outcome, state)
+    return [msgspec.structs.replace(status, previous=TerminalState(previous))]
 
 
 def _terminal(entry: QueueEntry, outcome: Outcome, state: TerminalState) -> UrlStatus:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from streamcrawl.agents.frontier import revisits
 from streamcrawl.agents.frontier.frontier import queued_entries, robots_unusable
 from streamcrawl.agents.frontier.store import Changes, Store
 from streamcrawl.agents.policy.rules import CrawlRules
@@ -27,9 +28,10 @@ from streamcrawl.agents.robots.rules import RobotsRules
 from streamcrawl.schemas.records import OriginState, QueueEntry
 
 ROBOTS_SEQ = -1
+DUE_SEQ = -2  # a ``due`` dispatch: no request, the frontier queues the origin's due revisits
 PAUSED_POLL = 1.0  # seconds between looks at an origin whose crawl is paused or unknown
 TURN = 8  # dispatches an origin makes before it yields its place to one waiting in the store
-DispatchKind = Literal["robots", "page", "deny", "cancel"]
+DispatchKind = Literal["robots", "page", "deny", "cancel", "due"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,8 @@ class Scheduler:
         # Origins whose every queued URL is settling: their next request needs an outcome
         # applied first (a chain of pages found one by one). The wiring hurries the frontier.
         self.blocked: set[str] = set()
+        # max_fetches_per_hour: a token bucket per crawl, (tokens, when last filled).
+        self._buckets: dict[str, tuple[float, float]] = {}
 
     def __len__(self) -> int:
         return len(self._states)
@@ -107,7 +111,8 @@ class Scheduler:
         (``overflow``)."""
         origin = state.origin
         slot = self.slots.get(origin)
-        if state.head >= state.tail and (slot is None or not (slot.in_flight or slot.settling)):
+        idle = slot is None or not (slot.in_flight or slot.settling)
+        if state.head >= state.tail and not state.lanes and idle:
             self._states.pop(origin, None)
             self.slots.pop(origin, None)
             return True
@@ -256,10 +261,12 @@ class Scheduler:
     def _yields(self, origin: str, slot: Slot) -> bool:
         """Leave memory for an origin waiting in the store: its turn is over, nothing of it is
         in flight, nothing holds it back (a hold lives in memory only)."""
+        state = self._states.get(origin)
         return (
             self.overflow
-            and origin in self._states
-            and slot.turns >= TURN
+            and state is not None
+            # its turn is over, or it only waits for revisits (it comes back at a refill)
+            and (slot.turns >= TURN or state.head >= state.tail)
             and not slot.in_flight
             and not slot.settling
             and slot.hold_until <= time.time()
@@ -272,10 +279,42 @@ class Scheduler:
         ready = max(
             state.next_fetch_at, state.backoff_until, slot.last_start + delay, slot.hold_until
         )
+        if head is None and state.lanes:  # only revisits: none may start before it is due
+            due = revisits.next_due(state, self._recrawl_at)
+            ready = max(ready, due) if due is not None else ready
         if slot.in_flight and ready < slot.last_start + delay:
             ready = slot.last_start + delay
         slot.ready_at = ready
         heapq.heappush(self._heap, (ready, next(self._tick), origin))
+
+    def _recrawl_at(self, crawl_id: str) -> float:
+        """When the crawl made every revisit fetched before due (a stopped crawl: now, so that
+        its revisits are queued and cancelled)."""
+        rules = self.rules_for(crawl_id)
+        if rules is None:
+            return 0.0
+        return time.time() if rules.policy.state == "stopped" else rules.policy.recrawl_at
+
+    def refresh(self) -> None:
+        """A crawl's spec changed (``recrawl``, ``stop``, ``resume``): look at every origin in
+        memory again now, not at the time its old spec gave."""
+        for origin in list(self._states):
+            slot = self.slots.get(origin)
+            if slot is not None:
+                self._push(origin, slot)
+
+    def _due(self, origin: str, state: OriginState, now: float) -> Dispatch | float | None:
+        """Nothing queued, revisits waiting: a ``due`` dispatch once the first is due."""
+        lane = revisits.next_lane(state, self._recrawl_at)
+        due = revisits.next_due(state, self._recrawl_at)
+        if lane is None or due is None:
+            return None
+        if due > now:
+            return due
+        rules = self.rules_for(lane.crawl_id)
+        if rules is None or rules.policy.state == "paused":
+            return now + PAUSED_POLL
+        return Dispatch("due", origin, DUE_SEQ, None, rules)
 
     def _head_rules(self, state: OriginState, slot: Slot) -> CrawlRules | None:
         head = queued_entries(self.store, state, 1)
@@ -292,6 +331,8 @@ class Scheduler:
         if not entries:
             if slot.settling:
                 self.blocked.add(origin)  # until ``done``: an applied outcome may queue more
+            elif state.lanes and not slot.in_flight:
+                return self._due(origin, state, now)
             return None
         seq, entry = entries[0]
         rules = self.rules_for(entry.crawl_id)
@@ -302,13 +343,37 @@ class Scheduler:
         limit = rules.policy.per_origin_concurrency
         if len(slot.in_flight) >= limit:
             return None
+        wait = self._rate_wait(rules, now)
+        if wait is not None:
+            return wait
         if rules.robots_expired(state, now):
             if slot.in_flight:
                 return None  # let in-flight pages finish before refreshing robots.txt
-            return Dispatch("robots", origin, ROBOTS_SEQ, None, rules)
+            return self._spend(rules, Dispatch("robots", origin, ROBOTS_SEQ, None, rules))
         if robots_unusable(state, rules):
             return max(state.robots_expires, now)  # robots.txt failed: wait for its retry
         robots = rules.robots(state)
         if robots is not None and not robots.allowed(entry.url, rules.policy.user_agent):
             return Dispatch("deny", origin, seq, entry, rules)
-        return Dispatch("page", origin, seq, entry, rules, robots)
+        return self._spend(rules, Dispatch("page", origin, seq, entry, rules, robots))
+
+    def _rate_wait(self, rules: CrawlRules, now: float) -> float | None:
+        """When the crawl's ``max_fetches_per_hour`` lets its next request start, None if now.
+
+        A token bucket of a minute's worth of requests, refilled at limit / 3600 per second:
+        any hour holds at most limit + limit / 60 requests (per scheduler: per worker)."""
+        limit = rules.policy.max_fetches_per_hour
+        if limit is None:
+            return None
+        rate, cap = limit / 3600.0, max(1.0, limit / 60.0)
+        tokens, at = self._buckets.get(rules.policy.crawl_id, (cap, now))
+        tokens = min(cap, tokens + (now - at) * rate)
+        self._buckets[rules.policy.crawl_id] = (tokens, now)
+        return None if tokens >= 1.0 else now + (1.0 - tokens) / rate
+
+    def _spend(self, rules: CrawlRules, dispatch: Dispatch) -> Dispatch:
+        """Take a token of the crawl's bucket for ``dispatch`` (a request)."""
+        bucket = self._buckets.get(rules.policy.crawl_id)
+        if bucket is not None:
+            self._buckets[rules.policy.crawl_id] = (bucket[0] - 1.0, bucket[1])
+        return dispatch

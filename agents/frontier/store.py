@@ -23,6 +23,7 @@ SEEN = b"s"  # seen-set: crawl id + URL hash -> first depth
 PENDING = b"p"
 SEGMENTS = b"q"  # per-origin FIFO: origin + segment number -> Segment (agents/frontier/queue.py)
 ORIGINS = b"o"  # origin -> OriginState
+REVISITS = b"r"  # revisit lanes: origin + crawl + level + seq -> QueueEntry (revisits.py)
 META = b"m"  # crawl-level values (budgets, output offsets)
 
 Value = bytes | None  # None marks a deletion inside a change set

@@ -125,6 +125,17 @@ def client_timeout(policy: CrawlPolicy) -> aiohttp.ClientTimeout:
     )
 
 
+def conditional_headers(etag: str | None, last_modified: str | None) -> dict[str, str]:
+    """The validators of a revisit, byte for byte as the server sent them (RFC 9110 13.1):
+    ``If-None-Match`` from the ETag, ``If-Modified-Since`` from Last-Modified."""
+    headers = {}
+    if etag is not None:
+        headers["If-None-Match"] = etag
+    if last_modified is not None:
+        headers["If-Modified-Since"] = last_modified
+    return headers
+
+
 def request_headers(policy: CrawlPolicy) -> dict[str, str]:
     """Headers sent with every crawl request."""
     return {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
@@ -287,8 +298,12 @@ async def fetch(
     *,
     hop_check: HopCheck,
     hop_delay: float = 0.0,
+    validators: Mapping[str, str] | None = None,
 ) -> FetchResult:
     """GET ``url`` under ``policy``; see the module docstring for what is returned or raised.
+
+    ``validators`` (``conditional_headers``) go with the first request only: a redirect's
+    target is another URL, which the validators of this one do not describe.
 
     Each redirect target is resolved against the current URL and passed to ``hop_check``; a
     target already visited in this fetch raises ``redirect_loop``, more than
@@ -299,7 +314,9 @@ async def fetch(
     started_at = time.time()
     t0 = time.perf_counter()
     try:
-        return await _fetch(session, url, policy, hop_check, started_at, t0, hop_delay)
+        return await _fetch(
+            session, url, policy, hop_check, started_at, t0, hop_delay, validators or {}
+        )
     except FetchError:
         raise
     except _HopCheckFailed as exc:
@@ -330,12 +347,14 @@ async def _fetch(
     started_at: float,
     t0: float,
     hop_delay: float,
+    validators: Mapping[str, str],
 ) -> FetchResult:
     current = url
     sent = SentAt()
     hops: list[str] = []
     visited = {url.partition("#")[0]}
-    headers = request_headers(policy)
+    plain = request_headers(policy)
+    headers = {**plain, **validators}
     timeout = client_timeout(policy)
 
     def result(
@@ -400,6 +419,7 @@ async def _fetch(
                 hops.append(target)
                 visited.add(target)
                 current = target
+                headers = plain
                 continue
             _raise_for_status(resp, current)
             return await _read_result(resp, policy, result)

@@ -29,8 +29,9 @@ from streamcrawl.agents.content.listings import (
 from streamcrawl.agents.content.outlinks import canonical_links, followed, record_links
 from streamcrawl.agents.content.parse import Link, parse_html
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
+from streamcrawl.agents.frontier.revisits import GONE_STATUSES
 from streamcrawl.agents.frontier.scheduler import Dispatch
-from streamcrawl.agents.net.fetch import FetchResult, SentAt, fetch
+from streamcrawl.agents.net.fetch import FetchResult, SentAt, conditional_headers, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
 from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.policy.rules import CrawlRules
@@ -80,6 +81,20 @@ class Stages:
     async def _run(self, d: Dispatch) -> Report:
         if d.kind == "robots":
             return await self._robots(d)
+        if d.kind == "due":  # no request: the frontier queues the origin's due revisits
+            now = time.time()
+            return Report(
+                Outcome(
+                    crawl_id=d.rules.policy.crawl_id,
+                    origin=d.origin,
+                    kind="due",
+                    seq=d.seq,
+                    url=d.origin,
+                    state="due",
+                    started_at=0.0,
+                    finished_at=now,
+                )
+            )
         assert d.entry is not None
         if d.kind == "deny":
             return Report(self._outcome(d, TerminalState.ROBOTS_DENIED, started=0.0))
@@ -154,6 +169,10 @@ class Stages:
             return None
 
         started = time.time()
+        previous = entry.revisit
+        validators = None
+        if previous is not None:
+            validators = conditional_headers(previous.etag, previous.last_modified)
         try:
             result = await fetch(
                 self.session,
@@ -161,6 +180,7 @@ class Stages:
                 rules.policy if entry.kind == "page" else listing_policy(rules.policy),
                 hop_check=hop_check,
                 hop_delay=d.rules.delay_for(d.robots),
+                validators=validators,
             )
         except AddressBlocked as exc:
             # No request left this process: the attempt is not counted (started_at 0).
@@ -180,15 +200,15 @@ class Stages:
                 )
             )
         except FetchPermanent as exc:
-            return Report(
-                self._outcome(
-                    d,
-                    TerminalState.FAILED,
-                    started=started,
-                    status=exc.status,
-                    error=f"{exc.error_class}: {exc}",
-                )
+            outcome = self._outcome(
+                d,
+                TerminalState.FAILED,
+                started=started,
+                status=exc.status,
+                error=f"{exc.error_class}: {exc}",
             )
+            gone = previous is not None and previous.gone >= 1 and exc.status in GONE_STATUSES
+            return Report(outcome, self._gone(d, outcome) if gone else None)
         final = rules.canonicalizer.try_canonicalize(result.final_url)
         final_url = final.url if final is not None else entry.url
         if result.stopped is not None:
@@ -218,17 +238,93 @@ class Stages:
                     )
                 )
             return report
+        # A 304 answers our validators: the copy of the previous fetch is still the page.
+        not_modified = result.status == 304 and previous is not None
+        digest = None if not_modified else hashlib.sha256(result.body).hexdigest()
         if entry.kind != "page":  # a sitemap or a feed: its URLs, no page record
-            batches = listed(rules, entry, result.body, result.final_url)
+            batches = listed(rules, entry, result.body, result.final_url) if digest else []
             state = LISTING_STATES[entry.kind]
-            started_at, status = result.sent_at, result.status
-            outcome = self._outcome(
-                d, state, started=started_at, status=status, final_url=final_url
-            )
+            outcome = self._fetched(d, result, final_url, digest, state)
             return Report(outcome, batches=merge(batches))
-        return self._parsed(d, result, final_url)
+        if previous is not None and (digest is None or digest == previous.digest):
+            # Unchanged (a 304, or a server that ignores validators sent the same body):
+            # its links were followed before; a small record says it is still fresh.
+            outcome = self._fetched(d, result, final_url, digest, TerminalState.FETCHED)
+            return Report(outcome, self._unchanged(d, result, final_url))
+        assert digest is not None
+        return self._parsed(d, result, final_url, digest)
 
-    def _parsed(self, d: Dispatch, result: FetchResult, final_url: str) -> Report:
+    def _fetched(
+        self, d: Dispatch, result: FetchResult, final_url: str, digest: str | None, state: str
+    ) -> Outcome:
+        """The outcome of a fetch with a response, its validators and body digest."""
+        return self._outcome(
+            d,
+            state,
+            started=result.sent_at,
+            status=result.status,
+            final_url=final_url,
+            etag=result.headers.get("etag"),
+            last_modified=result.headers.get("last-modified"),
+            digest=digest,
+        )
+
+    @staticmethod
+    def _unchanged(d: Dispatch, result: FetchResult, final_url: str) -> Page:
+        """The small record of a revisit that found the page as it was: no body, no links."""
+        entry = d.entry
+        assert entry is not None and entry.revisit is not None
+        previous = entry.revisit
+        return Page(
+            crawl_id=entry.crawl_id,
+            url=entry.url,
+            final_url=final_url,
+            origin=d.origin,
+            status=result.status,
+            headers=result.headers,
+            content_type=result.content_type,
+            charset=None,
+            title=None,
+            depth=entry.depth,
+            fetched_at=result.started_at,
+            elapsed_ms=result.elapsed_ms,
+            body_sha256=previous.digest or "",
+            body_bytes=len(result.body),
+            outlinks=0,
+            redirects=result.redirects,
+            change="unchanged",
+            previous_sha256=previous.digest,
+            previous_fetched_at=previous.fetched_at,
+        )
+
+    @staticmethod
+    def _gone(d: Dispatch, outcome: Outcome) -> Page:
+        """The record of a page confirmed gone (a second 404/410 in a row)."""
+        entry = d.entry
+        assert entry is not None and entry.revisit is not None and outcome.status is not None
+        previous = entry.revisit
+        return Page(
+            crawl_id=entry.crawl_id,
+            url=entry.url,
+            final_url=entry.url,
+            origin=d.origin,
+            status=outcome.status,
+            headers={},
+            content_type=None,
+            charset=None,
+            title=None,
+            depth=entry.depth,
+            fetched_at=outcome.started_at,
+            elapsed_ms=(outcome.finished_at - outcome.started_at) * 1000.0,
+            body_sha256="",
+            body_bytes=0,
+            outlinks=0,
+            change="gone",
+            previous_sha256=previous.digest,
+            previous_fetched_at=previous.fetched_at,
+        )
+
+    def _parsed(self, d: Dispatch, result: FetchResult, final_url: str, digest: str) -> Report:
         entry, rules = d.entry, d.rules
         assert entry is not None
         policy = rules.policy
@@ -281,7 +377,7 @@ class Stages:
             depth=entry.depth,
             fetched_at=result.started_at,
             elapsed_ms=result.elapsed_ms,
-            body_sha256=hashlib.sha256(result.body).hexdigest(),
+            body_sha256=digest,
             body_bytes=len(result.body),
             outlinks=outlinks,
             canonical=canonical,
@@ -292,14 +388,11 @@ class Stages:
             links_truncated=record.truncated,
             # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
             body=result.text if policy.wants_bodies() and not noindex else None,
+            change="new" if entry.revisit is None else "changed",
+            previous_sha256=entry.revisit.digest if entry.revisit is not None else None,
+            previous_fetched_at=entry.revisit.fetched_at if entry.revisit is not None else None,
         )
-        outcome = self._outcome(
-            d,
-            TerminalState.FETCHED,
-            started=result.sent_at,
-            status=result.status,
-            final_url=final_url,
-        )
+        outcome = self._fetched(d, result, final_url, digest, TerminalState.FETCHED)
         return Report(outcome, page, batches)
 
     @staticmethod
@@ -335,6 +428,9 @@ class Stages:
         retry_after: float | None = None,
         backoff: bool = False,
         final_url: str | None = None,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        digest: str | None = None,
     ) -> Outcome:
         assert d.entry is not None
         return Outcome(
@@ -354,4 +450,9 @@ class Stages:
             finished_at=time.time(),
             final_url=final_url,
             lastmod=d.entry.lastmod,
+            etag=etag,
+            last_modified=last_modified,
+            digest=digest,
+            reported=d.entry.revisit.state if d.entry.revisit is not None else None,
+            gone=d.entry.revisit.gone if d.entry.revisit is not None else 0,
         )

@@ -45,6 +45,13 @@ FLAGS = [
     (["--no-sitemaps"], "sitemaps", False),
     (["--no-feeds"], "feeds", False),
     (["--sitemap", "https://example.org/s.xml"], "sitemap_seeds", ("https://example.org/s.xml",)),
+    (["--recrawl-after", "1d"], "recrawl_after", 86400.0),
+    (["--recrawl-after", "1d", "--recrawl-min", "1h"], "recrawl_min", 3600.0),
+    (["--recrawl-after", "1d", "--recrawl-max", "30d"], "recrawl_max", 30 * 86400.0),
+    (["--recrawl-after", "1d", "--recrawl-feed-min", "10m"], "recrawl_feed_min", 600.0),
+    (["--recrawl-after", "1d", "--recrawl-mode", "fixed"], "recrawl_mode", "fixed"),
+    (["--recrawl-jitter", "0.3"], "recrawl_jitter", 0.3),
+    (["--max-fetches-per-hour", "100"], "max_fetches_per_hour", 100),
 ]
 
 
@@ -56,8 +63,9 @@ def test_each_flag_reaches_its_field(flag: list[str], field: str, value: object)
     changed = {
         f for f in msgspec.structs.asdict(policy) if getattr(policy, f) != getattr(default, f)
     }
-    # --timeout also lowers connect_timeout (never above the total).
-    assert changed - {"connect_timeout"} == {field}
+    # --timeout also lowers connect_timeout (never above the total); the recrawl bounds and
+    # mode come with --recrawl-after.
+    assert changed - {"connect_timeout"} - ({"recrawl_after"} - {field}) == {field}
 
 
 # Fields no flag sets: the record's identity, derived values (connect_timeout) and tuning
@@ -66,7 +74,31 @@ NO_FLAG = {
     "v", "crawl_id", "seeds", "connect_timeout", "max_url_length", "max_path_depth",
     "max_segment_repeats", "strip_params", "max_backoff", "robots_ttl", "robots_error_ttl",
     "honor_noindex", "honor_x_robots_tag", "max_redirects", "content_types", "state",
+    "recrawl_at",  # set by `streamcrawl recrawl`, not by a flag of crawl or seed
+    "keep_versions",  # seed's own --keep-versions (tests/unit/test_cli_flags.py)
 }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--recrawl-min", "1h"], "need --recrawl-after"),
+        (["--recrawl-after", "1h", "--recrawl-min", "2h"], "recrawl bounds do not hold"),
+        (["--recrawl-after", "1d", "--recrawl-max", "1h"], "recrawl bounds do not hold"),
+    ],
+)
+def test_recrawl_bounds_that_do_not_hold_are_one_clear_error(
+    flags: list[str], message: str
+) -> None:
+    from streamcrawl.agents.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        policy_from_args(build_parser().parse_args(["crawl", URL, *flags]), [URL], "c1")
+
+
+def test_a_duration_flag_names_its_units() -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["crawl", URL, "--recrawl-after", "soon"])
 
 
 def test_every_flag_is_tested_here() -> None:

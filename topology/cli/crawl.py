@@ -7,9 +7,13 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 
+import msgspec
+
+from streamcrawl.agents.errors import ConfigError
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.cli.options import EXIT_INTERRUPTED, allowed_networks, policy_from_args
 
@@ -18,6 +22,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     """Run ``crawl URL... [flags]``; 130 if interrupted (resumable), else 0."""
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
     policy = policy_from_args(args, args.urls, crawl_id)
+    if args.recrawl_now:
+        if policy.recrawl_after is None:
+            raise ConfigError("--recrawl-now needs --recrawl-after (a continuous crawl)")
+        policy = msgspec.structs.replace(policy, recrawl_at=time.time())
     summary = run_embedded(
         policy,
         out=args.out,

@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--no-progress", action="store_true", help="no progress bar even on a terminal"
     )
+    crawl.add_argument(
+        "--recrawl-now",
+        action="store_true",
+        help="resume a continuous crawl with every URL it fetched due at once",
+    )
     add_allow_network_flag(crawl)
     add_policy_flags(crawl)
 

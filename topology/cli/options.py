@@ -66,6 +66,12 @@ def _policy_value(name: str, parse: Callable[[str], object], what: str) -> Calla
     return convert
 
 
+def _duration(text: str) -> float:
+    from streamcrawl.agents.policy.revisit import parse_duration
+
+    return parse_duration(text)
+
+
 def _crawl_id(text: str) -> str:
     try:
         return msgspec.convert(text, CrawlId)
@@ -99,6 +105,28 @@ _NUMBERS: tuple[tuple[str, Callable[[str], object], str, str], ...] = (
     ("timeout", float, "seconds", "total seconds per request (default %(default)s)"),
     ("retries", int, "a whole number", "extra attempts after a retryable error (default 2)"),
     ("max_page_links", int, "a whole number", "links listed per page record (default 1000)"),
+    (
+        "recrawl_after",
+        _duration,
+        "a duration",
+        "keep the crawl fresh: revisit each fetched URL after DURATION (e.g. 30m, 1d); "
+        "adaptive by default (off: each URL once)",
+    ),
+    ("recrawl_min", _duration, "a duration", "shortest revisit interval (default: after / 8)"),
+    ("recrawl_max", _duration, "a duration", "longest revisit interval (default: after x 14)"),
+    (
+        "recrawl_feed_min",
+        _duration,
+        "a duration",
+        "shortest revisit interval of RSS/Atom feeds (default: min / 4)",
+    ),
+    ("recrawl_jitter", float, "a fraction", "spread each due time by +/- this share (0.1)"),
+    (
+        "max_fetches_per_hour",
+        int,
+        "a whole number",
+        "at most N requests per hour, first fetches and revisits together",
+    ),
 )
 
 # The switches: (flag, CrawlPolicy field, whether the flag turns the field off, help).
@@ -180,6 +208,13 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     )
     for flag, _field, _turns_off, text in _SWITCHES:
         p.add_argument(flag, action="store_true", help=text)
+    p.add_argument(
+        "--recrawl-mode",
+        choices=("adaptive", "fixed"),
+        default="adaptive",
+        help="adaptive: longer after no change, shorter after a change; fixed: every "
+        "--recrawl-after (default %(default)s)",
+    )
 
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
@@ -201,13 +236,25 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         user_agent=args.user_agent,
         connect_timeout=min(10.0, args.timeout),
         sitemap_seeds=_canonical(args.sitemap, "sitemap"),
+        recrawl_mode=args.recrawl_mode,
         **numbers,
         **switches,
     )
     try:
-        return check(policy)
+        policy = check(policy)
     except BadMessage as exc:
         raise ConfigError(str(exc)) from None
+    from streamcrawl.agents.policy.revisit import RevisitPolicy
+
+    try:
+        RevisitPolicy.from_policy(policy)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if policy.recrawl_after is None and any(
+        getattr(args, f) is not None for f in ("recrawl_min", "recrawl_max", "recrawl_feed_min")
+    ):
+        raise ConfigError("--recrawl-min/--recrawl-max/--recrawl-feed-min need --recrawl-after")
+    return policy
 
 
 def _canonical(urls: Sequence[str], what: str) -> tuple[str, ...]:

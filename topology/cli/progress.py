@@ -31,13 +31,14 @@ class ProgressBar:
                 TextColumn("queue {task.fields[queue]}"),
                 TextColumn("in flight {task.fields[in_flight]}"),
                 TextColumn("[red]errors {task.fields[errors]}"),
+                TextColumn("{task.fields[revisits]}"),
                 TimeElapsedColumn(),
                 console=Console(file=sys.stderr),
                 transient=False,
             )
             self._progress.start()
             self._task = self._progress.add_task(
-                "crawl", total=1, rate=0.0, queue=0, in_flight=0, errors=0
+                "crawl", total=1, rate=0.0, queue=0, in_flight=0, errors=0, revisits=""
             )
         return self
 
@@ -60,6 +61,7 @@ class ProgressBar:
             queue=summary.queued,
             in_flight=in_flight,
             errors=errors,
+            revisits=revisit_text(summary.revisits, summary.changes),
         )
 
     def __exit__(
@@ -72,13 +74,22 @@ class ProgressBar:
             self._progress.stop()
 
 
+def revisit_text(revisits: int, changes: dict[str, int]) -> str:
+    """A continuous crawl's cycle: revisits done and the share that found a change."""
+    if not revisits:
+        return ""
+    changed = changes.get("changed", 0) + changes.get("gone", 0)
+    return f"revisits {revisits} ({changed / revisits:.0%} changed)"
+
+
 def print_summary(result: dict[str, Any]) -> None:
     """A short human summary on stdout."""
     states = result.get("states", {})
     parts = ", ".join(f"{k} {v}" for k, v in states.items()) or "nothing"
     status = "interrupted" if result.get("interrupted") else "done"
+    cycle = revisit_text(result.get("revisits", 0), result.get("changes", {}))
     print(
         f"{status}: {result['pages']} pages in {result['elapsed_s']} s "
         f"({result['pages_per_s']} pages/s); urls: {parts}; queued {result['queued']}; "
-        f"output in {result['out_dir']}"
+        f"{cycle + '; ' if cycle else ''}output in {result['out_dir']}"
     )

@@ -55,6 +55,9 @@ class Summary:
     retries: int = 0
     duplicates: int = 0
     queued: int = 0  # admitted URLs still waiting for a terminal state
+    # Continuous crawling: revisits fetched, and what they found (Page.change).
+    revisits: int = 0
+    changes: Counter[str] = field(default_factory=Counter)
     elapsed: float = 0.0
     interrupted: bool = False
     out_dir: str = ""
@@ -68,6 +71,8 @@ class Summary:
             "retries": self.retries,
             "duplicates_filtered": self.duplicates,
             "queued": self.queued,
+            "revisits": self.revisits,
+            "changes": dict(sorted(self.changes.items())),
             "elapsed_s": round(self.elapsed, 3),
             "pages_per_s": round(self.pages / self.elapsed, 2) if self.elapsed > 0 else 0.0,
             "interrupted": self.interrupted,
@@ -125,7 +130,7 @@ class EmbeddedCrawl:
         """Index every origin with queued URLs (a resumed crawl) and admit the seeds."""
         for _, raw in self.store.scan(ORIGINS):
             state = decode_origin(raw)
-            if state.head < state.tail:
+            if state.head < state.tail or state.lanes:
                 self.scheduler.track(state)
                 self.summary.queued += state.tail - state.head
         seeds: dict[str, list[UrlRef]] = {}
@@ -161,9 +166,13 @@ class EmbeddedCrawl:
         ch.commit({OFFSETS_KEY: f"{pages_off},{urls_off}".encode()})
         for status in statuses:
             self.summary.states[status.state] += 1
+            if status.previous is not None:  # a revisit moved the URL from that state
+                self.summary.states[status.previous] -= 1
         if page is not None:
             self.summary.pages += 1
             self.summary.bytes += page.body_bytes
+            if page.change is not None:
+                self.summary.changes[page.change] += 1
 
     def _apply(self, report: Report) -> None:
         """Admit discovered links, apply the outcome, write output, commit: one transaction."""
@@ -177,7 +186,7 @@ class EmbeddedCrawl:
             statuses.extend(admission.statuses)
             self.summary.duplicates += admission.duplicates
             self.summary.queued += len(admission.queued)
-            if admission.state is not None and admission.queued:
+            if admission.state is not None and (admission.queued or admission.forced):
                 touched.append(admission.state)
             for origin, refs in admission.misrouted.items():
                 pending.append(
@@ -186,9 +195,12 @@ class EmbeddedCrawl:
         applied = self.frontier.apply(ch, report.outcome, self.rules)
         if not applied.replayed:  # committed with the state: a repeat would be a second line
             statuses.extend(applied.statuses)
-            self.summary.queued -= len(applied.statuses)
+            if not applied.revisit:
+                self.summary.queued -= len(applied.statuses)
         if applied.retried:
             self.summary.retries += 1
+        if applied.revisit and not applied.retried:
+            self.summary.revisits += 1
         self._commit(ch, report, statuses)
         for state in touched:
             if state.origin != report.outcome.origin:
