@@ -106,6 +106,8 @@ def fetch_service(
     from streamcrawl.agents.stream.metrics import Metrics
 
     class View:
+        listeners: list[object] = []  # spec changes: none here
+
         def rules(self, crawl_id: str) -> Any:
             return rules
 

@@ -32,6 +32,11 @@ GUARANTEES = (
     "tests/integration/test_topology_faults.py::"
     "test_two_workers_split_origins_and_stay_polite_across_the_rebalance",
     "tests/integration/test_topology.py::test_replaying_the_sink_topics_leaves_the_same_rows",
+    # continuous crawling: the revisit schedule through the same faults
+    "tests/integration/test_recrawl_faults.py::test_kill_9_keeps_every_revisit_and_repeats_none",
+    "tests/integration/test_recrawl_faults.py::test_a_rebalance_hands_the_schedule_over",
+    "tests/integration/test_recrawl_faults.py::"
+    "test_sigterm_hands_the_schedule_over_without_a_repeat",
 )
 
 

@@ -14,7 +14,8 @@ replayed event (offset not above it) counts nothing and only re-sends the record
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 
 import msgspec
@@ -26,17 +27,45 @@ from streamcrawl.schemas.records import TerminalState, UrlStatus
 COUNTS_VERSION = 1
 
 
-class CrawlCounts(msgspec.Struct, kw_only=True):
+class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One crawl's URLs per terminal state in one partition, and its fetch time span.
 
     ``admitted``: URLs the partition queued for the crawl (its page budget share), kept here so
     that a batch writes one counter key, not two; ``None``: none yet.
+
+    A continuous crawl's revisits: ``revisits`` applied, ``changed`` those that found a change
+    (or the page gone), their time span; ``due`` the revisits waiting in lanes by the bucket
+    of ``due_width`` seconds they fall due in (``str(int(due // due_width))``), so ``status``
+    tells what is due now, in the next hour, and since when the oldest waits.
     """
 
     states: dict[str, int] = {}
     first_fetched_at: float | None = None
     last_fetched_at: float | None = None
     admitted: int | None = None
+    revisits: int = 0
+    changed: int = 0
+    first_revisit_at: float | None = None
+    last_revisit_at: float | None = None
+    due: dict[str, int] = {}
+    due_width: float = 0.0
+
+
+@dataclass
+class Revisits:
+    """What one event did to a continuous crawl's revisits (``Frontier`` reports it)."""
+
+    fetched: list[tuple[str, bool, float]] = field(default_factory=list)  # crawl, changed, at
+    moves: Sequence[tuple[str, float, int]] = ()  # crawl, due, +1 into / -1 out of a lane
+    width: Callable[[str], float] = lambda _crawl_id: 3600.0  # a crawl's due bucket, s
+
+    def __bool__(self) -> bool:
+        return bool(self.fetched or self.moves)
+
+
+def due_width(recrawl_min: float | None) -> float:
+    """The due bucket of a crawl: a quarter of its shortest interval, 1 s to 1 h."""
+    return max(1.0, min(3600.0, (recrawl_min or 3600.0) / 4))
 
 
 class PartitionCounts(msgspec.Struct, kw_only=True):
@@ -101,15 +130,22 @@ def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int) -> Non
 
 
 def count(
-    ch: Changes, topic: str, partition: int, offset: int, statuses: Iterable[UrlStatus]
+    ch: Changes,
+    topic: str,
+    partition: int,
+    offset: int,
+    statuses: Iterable[UrlStatus],
+    revisits: Revisits | None = None,
 ) -> bytes | None:
-    """Add the event's terminal ``statuses`` to its partition's counts in ``ch``.
+    """Add the event's terminal ``statuses`` (and ``revisits``) to its partition's counts in
+    ``ch``.
 
-    Returns the record to publish, or None when the event ended no URL. A replayed event
-    (``offset`` already counted for ``topic``) changes nothing; its record is returned again.
+    Returns the record to publish, or None when the event ended no URL and moved no revisit.
+    A replayed event (``offset`` already counted for ``topic``) changes nothing; its record is
+    returned again.
     """
     statuses = list(statuses)
-    if not statuses:
+    if not statuses and not revisits:
         return None
     raw = ch.get(counts_key(partition))
     record = decode_counts(raw) if raw is not None else PartitionCounts(partition=partition)
@@ -118,13 +154,38 @@ def count(
     for status in statuses:
         crawl = record.crawls.setdefault(status.crawl_id, CrawlCounts())
         crawl.states[status.state.value] = crawl.states.get(status.state.value, 0) + 1
+        if status.previous is not None:  # a continuous crawl's URL moved from that state
+            before = status.previous.value
+            crawl.states[before] = max(0, crawl.states.get(before, 0) - 1)
         if status.state == TerminalState.FETCHED:
             at = status.updated_at
             first, last = crawl.first_fetched_at, crawl.last_fetched_at
             crawl.first_fetched_at = at if first is None else min(first, at)
             crawl.last_fetched_at = at if last is None else max(last, at)
+    if revisits:
+        _revisits(record, revisits)
     record.offsets[topic] = offset
     record.updated_at = time.time()
     value = _encode(record)
     ch.put(counts_key(partition), value)
     return value
+
+
+def _revisits(record: PartitionCounts, revisits: Revisits) -> None:
+    for crawl_id, changed, at in revisits.fetched:
+        crawl = record.crawls.setdefault(crawl_id, CrawlCounts())
+        crawl.revisits += 1
+        crawl.changed += changed
+        first, last = crawl.first_revisit_at, crawl.last_revisit_at
+        crawl.first_revisit_at = at if first is None else min(first, at)
+        crawl.last_revisit_at = at if last is None else max(last, at)
+    for crawl_id, due, delta in revisits.moves:
+        crawl = record.crawls.setdefault(crawl_id, CrawlCounts())
+        if not crawl.due_width:
+            crawl.due_width = revisits.width(crawl_id)
+        bucket = str(int(due // crawl.due_width))
+        n = crawl.due.get(bucket, 0) + delta
+        if n > 0:
+            crawl.due[bucket] = n
+        else:
+            crawl.due.pop(bucket, None)

@@ -119,6 +119,7 @@ class FetchService(Service):
         self.page_bytes = page_bytes  # max message size of the pages topic
         self._publish_errors = 0  # consecutive reports that could not be published at all
         self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
+        view.listeners.append(self._respec)
         self.refill = Refill(lambda: store.walk(ORIGINS), self.scheduler, partitions)
         self.stopping = False
         self.loop_alive = 0.0  # last time the dispatch loop ran (health)
@@ -235,6 +236,11 @@ class FetchService(Service):
         for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
             self.scheduler.forget(origin)
         return settling - self.scheduler.settling
+
+    def _respec(self, _policy: CrawlPolicy) -> None:
+        """A crawl's spec changed: its origins may be due sooner (``recrawl``) or now."""
+        self.scheduler.refresh()
+        self.dispatcher.wake()
 
     def _owner(self, origin: str) -> int:
         return partition_for(origin, self.partitions)

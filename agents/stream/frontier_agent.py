@@ -44,7 +44,15 @@ from streamcrawl.agents.frontier.frontier import Admission, Frontier
 from streamcrawl.agents.frontier.store import Changes, Value
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.control import SharedView, budget_key
-from streamcrawl.agents.stream.counts import add_admitted, admitted, count, counts_key, message_key
+from streamcrawl.agents.stream.counts import (
+    Revisits,
+    add_admitted,
+    admitted,
+    count,
+    counts_key,
+    due_width,
+    message_key,
+)
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.order import Committed, LogStart, OffsetOrder
 from streamcrawl.agents.stream.order import Where as Where  # the agent's callers' too
@@ -224,15 +232,20 @@ class FrontierAgent:
             return
         part = batch.part(where.partition, self.store)
         batch.ended = []
+        batch.revisits = Revisits(width=partial(_due_width, rules))
         if isinstance(record, FrontierBatch):
             admission = self._admission(batch, part, where, record, rules)
-            if admission.state is not None and admission.queued:
+            if admission.state is not None and (admission.queued or admission.forced):
                 part.after.append(partial(self.hook.admitted, admission.state))
         else:
             self._apply(batch, part, where, record, rules)
         # This partition's terminal-state counts, for `status` (replay-safe by offset).
-        if count(part.changes, short, where.partition, where.offset, batch.ended) is not None:
+        counted = count(
+            part.changes, short, where.partition, where.offset, batch.ended, batch.revisits
+        )
+        if counted is not None:
             part.counted = True
+
 
     def _apply(
         self, batch: _Batch, part: _Part, where: Where, outcome: Outcome, rules: CrawlRules
@@ -245,6 +258,9 @@ class FrontierAgent:
             self._admission(batch, part, where, links, rules)
         applied = self.frontier.apply(part.changes, outcome, rules)
         batch.statuses(applied.statuses)
+        if applied.revisit and not applied.retried and not applied.replayed:
+            batch.revisits.fetched.append((outcome.crawl_id, applied.changed, outcome.started_at))
+        batch.revisits.moves = [*batch.revisits.moves, *applied.moves]
         if applied.retried:
             batch.retries += 1
         part.after.append(partial(self.hook.applied, outcome.origin, outcome.seq, applied.state))
@@ -263,6 +279,7 @@ class FrontierAgent:
             again = FrontierBatch(crawl_id=fb.crawl_id, origin=origin, urls=tuple(refs))
             batch.send("frontier", [(origin.encode(), encode(again))])
         batch.statuses(admission.statuses)
+        batch.revisits.moves = [*batch.revisits.moves, *admission.moves]
         batch.duplicates += admission.duplicates
         batch.admitted += len(admission.queued)
         if admission.queued and budget is not None:
@@ -343,6 +360,7 @@ class _Batch:
     admitted: int = 0
     retries: int = 0
     ended: list[UrlStatus] = field(default_factory=list)  # the current event's statuses
+    revisits: Revisits = field(default_factory=Revisits)  # the current event's, for the counts
 
     def part(self, partition: int, store: TableStore) -> _Part:
         part = self.parts.get(partition)
@@ -364,3 +382,10 @@ class _Batch:
             for status in statuses:
                 state = str(status.state)
                 self.terminal[state] = self.terminal.get(state, 0) + 1
+
+
+def _due_width(rules: CrawlRules, crawl_id: str) -> float:
+    """The due bucket of ``crawl_id`` in the counts (the event's crawl: its own; another crawl
+    whose revisits the event moved: the default)."""
+    revisit = rules.revisit if crawl_id == rules.policy.crawl_id else None
+    return due_width(revisit.min if revisit is not None else None)

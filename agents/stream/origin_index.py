@@ -74,8 +74,8 @@ class Refill:
             if start is None:
                 continue
             state = decode_origin(raw)
-            if state.head >= state.tail:
-                continue
+            if state.head >= state.tail and not state.lanes:
+                continue  # no work: nothing queued, no revisits waiting
             if self.scheduler.track(state, assumed_start=start):
                 added += 1
             else:

@@ -17,7 +17,16 @@ import contextlib
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, TypeVar
 
-from streamcrawl.agents.frontier.store import META, ORIGINS, PENDING, SEEN, SEGMENTS, Store, Value
+from streamcrawl.agents.frontier.store import (
+    META,
+    ORIGINS,
+    PENDING,
+    REVISITS,
+    SEEN,
+    SEGMENTS,
+    Store,
+    Value,
+)
 from streamcrawl.agents.stream.partitioner import key_hash
 
 # Crash-safe write order. Faust writes a table key by key (RocksDB put + a changelog message),
@@ -38,7 +47,7 @@ from streamcrawl.agents.stream.partitioner import key_hash
 # An origin whose tail counts a sealed segment that is not written could lose its URLs, so
 # segments always come first.
 _T = TypeVar("_T")
-_ORDER = {PENDING[0]: 0, SEGMENTS[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
+_ORDER = {PENDING[0]: 0, SEGMENTS[0]: 0, REVISITS[0]: 0, SEEN[0]: 1, ORIGINS[0]: 2, META[0]: 3}
 
 
 # The same order in stages, for a wiring that makes a batch of writes durable itself (the
@@ -82,6 +91,7 @@ def namespaces(seen: _T, pending: _T, origins: _T) -> dict[int, _T]:
         SEEN[0]: seen,
         PENDING[0]: pending,
         SEGMENTS[0]: pending,
+        REVISITS[0]: pending,  # revisit lanes (agents/frontier/revisits.py), like segments
         ORIGINS[0]: origins,
         META[0]: origins,
     }

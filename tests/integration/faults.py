@@ -48,18 +48,21 @@ def crawling(
     pages: int,
     delay: float,
     workers: int = 1,
+    seed_flags: tuple[str, ...] = (),
     **worker_env: str,
 ) -> Iterator[tuple[Cluster, list[RemoteServer], list[Worker]]]:
     """A crawl under way: one partition per origin (each origin on its own partition),
-    ``workers`` workers started and ready, the seeds sent; yields the cluster, the servers and
-    the workers, and stops every worker after."""
+    ``workers`` workers started and ready, the seeds sent (with ``seed_flags``); yields the
+    cluster, the servers and the workers, and stops every worker after."""
     cluster = Cluster.create(tmp_path, partitions=origins)
     try:
         with serve_site(origins, pages, spread=origins) as servers:
             started = [cluster.start_worker(f"w{i + 1}", **worker_env) for i in range(workers)]
             for worker in started:
                 worker.wait_ready()
-            cluster.seed([s.url("/") for s in servers], crawl_id, "--delay", str(delay))
+            cluster.seed(
+                [s.url("/") for s in servers], crawl_id, "--delay", str(delay), *seed_flags
+            )
             yield cluster, servers, started
     finally:
         cluster.stop_all()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from streamcrawl.schemas.codec import encode
@@ -113,6 +114,7 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         def consume_to_end(consumer: Any, partitions: int, *, follow: bool = False) -> Any:
             seen["follow"] = follow
             yield Message(encode(page()))  # a page of crawl "c"
+            yield Message(encode(msgspec.structs.replace(page(), change="unchanged")))
 
         monkeypatch.setattr(crawl_command, "run_embedded", embedded)
         monkeypatch.setattr(demo, "run_embedded", embedded)
@@ -148,6 +150,7 @@ BASE = {
     "pause": ["pause", "--crawl-id", "c"],
     "resume": ["resume", "--crawl-id", "c"],
     "stop": ["stop", "--crawl-id", "c"],
+    "recrawl": ["recrawl", "--crawl-id", "c"],
     "admin": ["admin", "create-topics"],
 }
 
@@ -199,6 +202,33 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
     ),
     "--no-sitemaps": (["--no-sitemaps"], policy("sitemaps"), False),
     "--no-feeds": (["--no-feeds"], policy("feeds"), False),
+    "--recrawl-after": (["--recrawl-after", "2h"], policy("recrawl_after"), 7200.0),
+    "--recrawl-min": (
+        ["--recrawl-after", "2h", "--recrawl-min", "15m"],
+        policy("recrawl_min"),
+        900.0,
+    ),
+    "--recrawl-max": (
+        ["--recrawl-after", "2h", "--recrawl-max", "1w"],
+        policy("recrawl_max"),
+        604800.0,
+    ),
+    "--recrawl-feed-min": (
+        ["--recrawl-after", "2h", "--recrawl-feed-min", "90s"],
+        policy("recrawl_feed_min"),
+        90.0,
+    ),
+    "--recrawl-mode": (
+        ["--recrawl-after", "1d", "--recrawl-mode", "fixed"],
+        policy("recrawl_mode"),
+        "fixed",
+    ),
+    "--recrawl-jitter": (["--recrawl-jitter", "0.25"], policy("recrawl_jitter"), 0.25),
+    "--max-fetches-per-hour": (
+        ["--max-fetches-per-hour", "600"],
+        policy("max_fetches_per_hour"),
+        600,
+    ),
 }
 
 SERVICE_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] = {
@@ -229,6 +259,11 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         Path("/x/s"),
     ),
     ("crawl", "--concurrency"): (["--concurrency", "3"], lambda seen: seen["concurrency"], 3),
+    ("crawl", "--recrawl-now"): (
+        ["--recrawl-after", "1d", "--recrawl-now"],
+        lambda seen: seen["policy"].recrawl_at > 1.7e9,
+        True,
+    ),
     ("crawl", "--json"): (["--json"], lambda seen: seen["as_json"], True),
     ("crawl", "--no-progress"): (["--no-progress"], lambda seen: seen["progress"], False),
     ("crawl", "--allow-network"): (
@@ -256,6 +291,7 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
     ),
     ("pages", "--crawl-id"): (["--crawl-id", "other"], lambda seen: seen["stdout"], ""),
     ("pages", "--follow"): (["--follow"], lambda seen: seen["follow"], True),
+    ("pages", "--changes"): (["--changes"], lambda seen: len(seen["stdout"].splitlines()), 1),
     ("pages", "--from-beginning"): (
         ["--from-beginning"],
         lambda seen: (seen["consumer"]["auto.offset.reset"], seen["start"]),
@@ -264,6 +300,8 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
     ("status", "--crawl-id"): (["--crawl-id", "c9"], lambda seen: seen["crawl_id"], "c9"),
     ("status", "--json"): (["--json"], lambda seen: seen["stdout"].startswith("{"), True),
     ("status", "--exact"): (["--exact"], lambda seen: seen["exact"], True),
+    # seed only: the embedded crawl's pages.jsonl has every version already
+    ("seed", "--keep-versions"): (["--keep-versions", "3"], policy("keep_versions"), 3),
     ("admin", "--partitions"): (["--partitions", "5"], setting("partitions"), 5),
     ("admin", "--replication-factor"): (
         ["--replication-factor", "3"],
@@ -277,7 +315,7 @@ for _command in POLICY_COMMANDS:
 for _command, _flag in flags():
     if _flag in SERVICE_FLAGS:
         CASES[(_command, _flag)] = SERVICE_FLAGS[_flag]
-    if _flag == "--crawl-id" and _command in ("pause", "resume", "stop"):
+    if _flag == "--crawl-id" and _command in ("pause", "resume", "stop", "recrawl"):
         CASES[(_command, _flag)] = (
             ["--crawl-id", "c8"],
             lambda seen: "unknown crawl 'c8'" in seen["stderr"],
@@ -292,7 +330,7 @@ def test_every_flag_has_a_case() -> None:
 def argv_for(command: str, extra: list[str]) -> list[str]:
     if command == "":
         return [*extra, *BASE["worker"]]
-    if command in ("pause", "resume", "stop") and "--crawl-id" in extra:
+    if command in ("pause", "resume", "stop", "recrawl") and "--crawl-id" in extra:
         return [command, *extra]
     return [*BASE[command], *extra]
 

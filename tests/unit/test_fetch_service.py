@@ -26,6 +26,7 @@ ORIGIN = "http://a.test"
 class View:
     def __init__(self, rules: CrawlRules) -> None:
         self._rules = rules
+        self.listeners: list[object] = []
 
     def rules(self, crawl_id: str) -> CrawlRules | None:
         return self._rules

@@ -61,3 +61,19 @@ def test_the_agent_counts_each_event_once_and_publishes_the_partition_record() -
     key, raw = sent[-1]
     assert partition_for(key.decode(), PARTITIONS) == HERE
     assert decode_counts(raw).crawls["c"].states == {"fetched": 1}
+
+
+def test_a_status_that_replaces_another_moves_the_url_between_states() -> None:
+    """Continuous crawling: a revisit that finds a URL gone reports ``gone`` replacing
+    ``fetched``; the partition's count moves it instead of counting it twice."""
+    import msgspec
+
+    ch = Changes(MemoryStore())
+    count(ch, "t.outcomes", 0, 1, [status("u1", TerminalState.FETCHED)])
+    count(ch, "t.outcomes", 0, 2, [status("u2", TerminalState.FETCHED)])
+    gone = msgspec.structs.replace(status("u1", TerminalState.GONE), previous=TerminalState.FETCHED)
+    count(ch, "t.outcomes", 0, 3, [gone])
+    count(ch, "t.outcomes", 0, 3, [gone])  # replayed: nothing moves twice
+    raw = ch.get(counts_key(0))
+    assert raw is not None
+    assert decode_counts(raw).crawls["c"].states == {"fetched": 1, "gone": 1}

@@ -26,8 +26,11 @@ from streamcrawl.topology.settings import Settings
 READ_TIMEOUT_S = 10.0
 
 
-def read_status(settings: Settings) -> tuple[dict[str, CrawlStats], int | None]:
-    """(crawl id -> CrawlStats summed over the partitions, the sink's lag in messages).
+def read_status(
+    settings: Settings,
+) -> tuple[dict[str, CrawlStats], int | None, dict[str, dict[str, Any]]]:
+    """(crawl id -> CrawlStats summed over the partitions, the sink's lag in messages, crawl id
+    -> its revisits (``revisits``) for the continuous crawls).
 
     The lag is None when the sink group has committed nothing yet. Raises CrawlError if Kafka
     is unreachable or the topics are missing.
@@ -48,13 +51,14 @@ def read_status(settings: Settings) -> tuple[dict[str, CrawlStats], int | None]:
         # not a timeout of the metadata request below.
         admin.connected_metadata(consumer, settings, errors)
         stats: dict[str, CrawlStats] = {}
-        for record in _last_records(consumer, settings):
+        records = _last_records(consumer, settings)
+        for record in records:
             for crawl_id, counts in record.crawls.items():
                 crawl = stats.setdefault(crawl_id, CrawlStats())
                 for state, n in counts.states.items():
                     crawl.states[state] = crawl.states.get(state, 0) + n
                 crawl.widen(counts.first_fetched_at, counts.last_fetched_at)
-        return stats, _sink_lag(consumer, settings)
+        return stats, _sink_lag(consumer, settings), revisits(records, time.time())
     finally:
         consumer.close()
 
@@ -120,13 +124,67 @@ def _sink_lag(consumer: Consumer, settings: Settings) -> int | None:
     return lag
 
 
-def report(stats: dict[str, CrawlStats], crawl_id: str | None, **extra: Any) -> dict[str, Any]:
+def revisits(records: list[PartitionCounts], now: float) -> dict[str, dict[str, Any]]:
+    """Crawl id -> what its revisits do, summed over the partitions, for the crawls that have
+    any: ``waiting`` (in lanes), ``due_now`` and ``due_next_hour`` (from the due buckets: to
+    within a bucket, a quarter of the crawl's shortest interval at most), ``oldest_due_at``
+    (when the longest-waiting due revisit fell due, to within a bucket; null: none overdue),
+    ``fetched`` (revisits done), ``per_s`` (their rate) and ``changed_share`` (of those, the
+    share that found a change or the page gone)."""
+    out: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for crawl_id, c in record.crawls.items():
+            if not (c.revisits or c.due):
+                continue
+            r = out.setdefault(
+                crawl_id,
+                {"waiting": 0, "due_now": 0, "due_next_hour": 0, "oldest_due_at": None,
+                 "fetched": 0, "changed": 0, "first": None, "last": None},
+            )  # fmt: skip
+            width = c.due_width or 3600.0
+            for bucket, n in c.due.items():
+                start = int(bucket) * width
+                r["waiting"] += n
+                if start <= now:
+                    r["due_now"] += n
+                    oldest = r["oldest_due_at"]
+                    r["oldest_due_at"] = start if oldest is None else min(oldest, start)
+                elif start <= now + 3600:
+                    r["due_next_hour"] += n
+            r["fetched"] += c.revisits
+            r["changed"] += c.changed
+            for key, at, pick in (
+                ("first", c.first_revisit_at, min),
+                ("last", c.last_revisit_at, max),
+            ):
+                if at is not None:
+                    r[key] = at if r[key] is None else pick(r[key], at)
+    for r in out.values():
+        first, last = r.pop("first"), r.pop("last")
+        span = (last - first) if first is not None and last is not None else 0.0
+        r["per_s"] = round(r["fetched"] / span, 3) if span > 0 else None
+        changed = r.pop("changed")
+        r["changed_share"] = round(changed / r["fetched"], 3) if r["fetched"] else None
+    return out
+
+
+def report(
+    stats: dict[str, CrawlStats],
+    crawl_id: str | None,
+    *,
+    revisited: dict[str, dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """The ``status --json`` object: ``{"crawl_id", "states", "pages_per_s", **extra}``; without
-    ``crawl_id`` the sum of all crawls (``crawl_id`` null) plus ``"crawls": {id: ...}``."""
+    ``crawl_id`` the sum of all crawls (``crawl_id`` null) plus ``"crawls": {id: ...}``. A
+    continuous crawl also has ``"revisits"`` (``revisits``)."""
     crawls: dict[str, dict[str, Any]] = {
         cid: {"states": s.all_states(), "pages_per_s": s.pages_per_s()}
         for cid, s in sorted(stats.items())
     }
+    for cid, r in (revisited or {}).items():
+        if cid in crawls:
+            crawls[cid]["revisits"] = r
     if crawl_id is not None:
         one = crawls.get(crawl_id) or {"states": CrawlStats().all_states(), "pages_per_s": None}
         return {"crawl_id": crawl_id, **one, **extra}

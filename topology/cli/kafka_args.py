@@ -10,9 +10,15 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from streamcrawl.topology.cli.options import add_allow_network_flag, add_policy_flags
+from streamcrawl.topology.cli.options import (
+    _policy_value,
+    add_allow_network_flag,
+    add_policy_flags,
+)
 
-KAFKA_COMMANDS = ("worker", "seed", "pages", "status", "pause", "resume", "stop", "admin")
+KAFKA_COMMANDS = (
+    "worker", "seed", "pages", "status", "pause", "resume", "stop", "recrawl", "admin",
+)  # fmt: skip
 
 
 def _service_flags(p: argparse.ArgumentParser) -> None:
@@ -47,12 +53,26 @@ def add_kafka_commands(sub: Any) -> None:
     seed.add_argument("urls", nargs="*", metavar="URL")
     _service_flags(seed)
     add_policy_flags(seed)
+    # A policy flag of seed only: the embedded crawl writes every fetch to pages.jsonl.
+    seed.add_argument(
+        "--keep-versions",
+        type=_policy_value("keep_versions", int, "a whole number"),
+        default=0,
+        metavar="N",
+        help="Cassandra keeps the digest, status and fetch time of each page's N newest "
+        "versions (table page_versions; default 0: the latest copy only)",
+    )
 
     pages = sub.add_parser("pages", help="print the page stream as JSON lines")
     _service_flags(pages)
     pages.add_argument("--crawl-id", help="only pages of this crawl")
     pages.add_argument("--follow", action="store_true", help="keep waiting for new pages")
     pages.add_argument("--from-beginning", action="store_true", help="start at the oldest page")
+    pages.add_argument(
+        "--changes",
+        action="store_true",
+        help="changes only: leave out the revisits that found a page unchanged",
+    )
 
     status = sub.add_parser("status", help="counts per terminal state, rate, sink lag")
     _service_flags(status)  # the counts topic and the sink group's lag
@@ -67,6 +87,13 @@ def add_kafka_commands(sub: Any) -> None:
         control = sub.add_parser(verb, help=f"{verb} a crawl")
         _service_flags(control)
         control.add_argument("--crawl-id", required=True)
+
+    recrawl = sub.add_parser(
+        "recrawl", help="make a continuous crawl's URLs due now (all, or the URLs given)"
+    )
+    recrawl.add_argument("urls", nargs="*", metavar="URL")
+    _service_flags(recrawl)
+    recrawl.add_argument("--crawl-id", required=True)
 
     admin = sub.add_parser("admin", help="idempotent setup")
     admin.add_argument("action", choices=["create-topics", "create-schema"])

@@ -95,8 +95,8 @@ def _status_report(settings: Settings, crawl_id: str | None, *, exact: bool) -> 
         quiet_driver_logs()
         stats = asyncio.run(_cassandra_stats(settings, crawl_id))
         return kafka_status.report(stats, crawl_id, source="cassandra")
-    stats, lag = kafka_status.read_status(settings)
-    return kafka_status.report(stats, crawl_id, source="counts", sink_lag=lag)
+    stats, lag, revisited = kafka_status.read_status(settings)
+    return kafka_status.report(stats, crawl_id, revisited=revisited, source="counts", sink_lag=lag)
 
 
 async def _cassandra_stats(settings: Settings, crawl_id: str | None) -> dict[str, CrawlStats]:
@@ -126,6 +126,25 @@ def _print_status(report: dict[str, Any]) -> None:
         for state, n in crawl["states"].items():
             print(f"  {state:<22}{n:>10}")
         print(f"  {'total':<22}{sum(crawl['states'].values()):>10}")
+        r = crawl.get("revisits")
+        if r is not None:
+            print("  " + _revisit_line(r))
+
+
+def _revisit_line(r: dict[str, Any]) -> str:
+    """One line of a continuous crawl's revisits (``topology.admin.status.revisits``)."""
+    import time
+
+    line = f"revisits: {r['fetched']} done"
+    if r["per_s"] is not None:
+        line += f" ({r['per_s']:.2f}/s)"
+    if r["changed_share"] is not None:
+        line += f", {r['changed_share']:.0%} found a change"
+    line += f"; {r['waiting']} waiting, {r['due_now']} due now, {r['due_next_hour']} next hour"
+    if r["oldest_due_at"] is not None:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["oldest_due_at"]))
+        line += f"; oldest due since {since}"
+    return line
 
 
 # --- pages -----------------------------------------------------------------------------------
@@ -133,6 +152,7 @@ def _print_status(report: dict[str, Any]) -> None:
 
 class _CrawlOf(msgspec.Struct):
     crawl_id: str
+    change: str | None = None
 
 
 def cmd_pages(args: argparse.Namespace) -> int:
@@ -147,9 +167,10 @@ def cmd_pages(args: argparse.Namespace) -> int:
     messages = admin.read_messages(
         settings, "pages", group="pages", from_beginning=args.from_beginning, follow=args.follow
     )
+    changes = getattr(args, "changes", False)
     try:
         for msg in messages:
-            line = _page_line(msg.value(), args.crawl_id, msg.offset())
+            line = _page_line(msg.value(), args.crawl_id, msg.offset(), changes=changes)
             if line is not None:
                 sys.stdout.write(line + "\n")
                 if args.follow:
@@ -161,12 +182,18 @@ def cmd_pages(args: argparse.Namespace) -> int:
     return 0
 
 
-def _page_line(value: bytes | None, crawl_id: str | None, offset: int | None) -> str | None:
-    """The JSON line to print for one pages value, or None to skip it."""
+def _page_line(
+    value: bytes | None, crawl_id: str | None, offset: int | None, *, changes: bool = False
+) -> str | None:
+    """The JSON line to print for one pages value, or None to skip it (another crawl's;
+    with ``changes``, a revisit that found the page ``unchanged``)."""
     if value is None:
         return None
     try:
-        if crawl_id is not None and msgspec.json.decode(value, type=_CrawlOf).crawl_id != crawl_id:
+        head = msgspec.json.decode(value, type=_CrawlOf)
+        if crawl_id is not None and head.crawl_id != crawl_id:
+            return None
+        if changes and head.change == "unchanged":
             return None
         page = decode("pages", value)
     except (BadMessage, msgspec.DecodeError) as exc:
@@ -219,6 +246,52 @@ def _set_run_state(args: argparse.Namespace, state: CrawlRunState) -> int:
     return 0
 
 
+def cmd_recrawl(args: argparse.Namespace) -> int:
+    """``recrawl --crawl-id ID [URL...]``: make a continuous crawl's URLs due now.
+
+    Without URLs, every URL the crawl fetched before now (its spec's ``recrawl_at``,
+    re-published on ``control``); with URLs, those (a frontier batch that lists each with a
+    ``lastmod`` of now, which makes a URL waiting for its revisit due at once; a URL the crawl
+    has not seen is admitted as a seed). Raises CrawlError for an unknown, stopped or one-shot
+    crawl.
+    """
+    import time
+    from datetime import UTC, datetime
+
+    from streamcrawl.agents.policy.rules import CrawlRules
+    from streamcrawl.schemas.codec import encode
+    from streamcrawl.schemas.records import FrontierBatch, UrlRef
+
+    settings = _settings(args)
+    policy = admin.read_control(settings).get(args.crawl_id)
+    if policy is None:
+        raise CrawlError(f"unknown crawl {args.crawl_id!r}: start it with `streamcrawl seed`")
+    if policy.recrawl_after is None:
+        raise CrawlError(
+            f"crawl {args.crawl_id!r} fetches each URL once: seed it with --recrawl-after"
+        )
+    if policy.state == "stopped":
+        raise CrawlError(f"crawl {args.crawl_id!r} is stopped")
+    now = time.time()
+    if not args.urls:
+        admin.publish_control(settings, msgspec.structs.replace(policy, recrawl_at=now))
+        print(f"crawl {args.crawl_id}: every URL fetched before now is due")
+        return 0
+    rules = CrawlRules.from_policy(policy)
+    lastmod = datetime.fromtimestamp(now, UTC).isoformat()
+    by_origin: dict[str, list[UrlRef]] = {}
+    for url in args.urls:
+        canon = rules.canonicalizer.canonicalize(url)
+        by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, lastmod=lastmod))
+    batches = (
+        FrontierBatch(crawl_id=policy.crawl_id, origin=origin, urls=tuple(refs))
+        for origin, refs in by_origin.items()
+    )
+    admin.publish(settings, "frontier", ((b.origin.encode(), encode(b)) for b in batches), "urls")
+    print(f"crawl {args.crawl_id}: {len(args.urls)} URLs due")
+    return 0
+
+
 # --- worker and seed (appended below) --------------------------------------------------------
 
 
@@ -254,6 +327,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
     settings = _settings(args)
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
     policy = policy_from_args(args, args.urls, crawl_id)
+    # seed's own policy flag (topology/cli/kafka_args.py), bounded by its argparse type
+    policy = msgspec.structs.replace(policy, keep_versions=args.keep_versions)
     admin.publish_control(settings, policy)  # the spec first: workers wait for it, bounded
     rules = CrawlRules.from_policy(policy)
     by_origin: dict[str, list[UrlRef]] = {}
