@@ -10,14 +10,19 @@ Both ``Sink`` implementations keep, per row, the version with the highest write 
 where the timestamp is the record's own time (``Page.fetched_at``, ``UrlStatus.updated_at``) in
 microseconds. A replay rewrites what is there, a newer record wins, an older one is ignored,
 whatever the order of arrival (docs/architecture.md, invariant "idempotent sink").
+
+A crawl that keeps versions (``CrawlPolicy.keep_versions`` = N > 0) also has, per URL, a
+version for each page record that found the page new or changed (``versioned``), the newest N
+kept: the same N rows whatever the order or repetition of the records (``schemas/cassandra.cql``
+says how Cassandra's deletions stay replay-safe).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from streamcrawl.schemas.records import CrawlPolicy, Page, TerminalState, UrlStatus
 
@@ -41,6 +46,31 @@ def origin_bucket(hashed: str) -> int:
 def micros(seconds: float) -> int:
     """Epoch seconds -> the integer microseconds used as write timestamp."""
     return round(seconds * 1_000_000)
+
+
+class Version(NamedTuple):
+    """One kept version of a page (``Sink.versions``): a fetch that found it new or changed."""
+
+    fetched_at: float
+    body_sha256: str
+    status: int
+    change: str
+
+
+def version_of(page: Page) -> Version:
+    """The version a new or changed page record adds (one ``versioned`` selected)."""
+    return Version(page.fetched_at, page.body_sha256, page.status, page.change or "")
+
+
+def versioned(pages: Sequence[Page], keep_versions: Mapping[str, int]) -> list[tuple[Page, int]]:
+    """The pages that add a version, each with its crawl's N: new or changed pages of crawls
+    whose ``keep_versions`` (crawl id -> N, absent: 0) is above 0."""
+    out = []
+    for page in pages:
+        n = keep_versions.get(page.crawl_id, 0)
+        if n > 0 and page.change in ("new", "changed"):
+            out.append((page, n))
+    return out
 
 
 @dataclass
@@ -83,15 +113,23 @@ class Sink(Protocol):
     """What the sink consumer and the ``status`` command use. Every write is idempotent.
 
     ``write`` returns once every row is stored, or raises ``SinkBackpressure`` (the caller keeps
-    its input and retries it whole: nothing is dropped).
+    its input and retries it whole: nothing is dropped). ``keep_versions`` maps a crawl id to
+    its ``CrawlPolicy.keep_versions`` (absent: 0, no versions); ``versions`` lists a URL's kept
+    versions, newest first (empty: none kept).
     """
 
     async def start(self) -> None: ...
-    async def write(self, pages: Sequence[Page], statuses: Sequence[UrlStatus]) -> None: ...
+    async def write(
+        self,
+        pages: Sequence[Page],
+        statuses: Sequence[UrlStatus],
+        keep_versions: Mapping[str, int] | None = None,
+    ) -> None: ...
     async def write_spec(self, policy: CrawlPolicy, at: float | None = None) -> None: ...
     async def counts(self, crawl_id: str | None) -> dict[str, dict[str, int]]: ...
     async def stats(self, crawl_id: str | None) -> dict[str, CrawlStats]: ...
     async def get_page(self, crawl_id: str, url: str) -> Page | None: ...
     async def get_status(self, crawl_id: str, origin: str, url: str) -> UrlStatus | None: ...
     async def get_spec(self, crawl_id: str) -> tuple[CrawlPolicy, float] | None: ...
+    async def versions(self, crawl_id: str, url: str) -> list[Version]: ...
     async def stop(self) -> None: ...

@@ -72,6 +72,7 @@ async def write_batch(
     metrics: Metrics,
     pause: Callable[[bool], None] = lambda _paused: None,
     keep_body: Callable[[str], bool] = lambda _crawl_id: True,
+    keep_versions: Callable[[str], int] = lambda _crawl_id: 0,
 ) -> None:
     """Write one batch, retrying until it is written (backpressure: after ``retry_after``,
     other errors: exponential backoff). Returns only once the sink took every record.
@@ -79,7 +80,8 @@ async def write_batch(
     ``pause(True)`` before the first wait and ``pause(False)`` once written: the consumer stops
     fetching while the sink is slower than the crawl, so records wait in Kafka (the lag grows,
     ``streamcrawl_sink_consumer_lag``), never dropped. A page's body is written only if
-    ``keep_body(crawl_id)`` (the crawl's ``store_bodies``): the stream carries it anyway."""
+    ``keep_body(crawl_id)`` (the crawl's ``store_bodies``): the stream carries it anyway. The
+    sink keeps ``keep_versions(crawl_id)`` versions of a crawl's pages (``keep_versions``)."""
     pages, statuses = decode_batch(events, metrics)
     pages = [
         p if p.body is None or keep_body(p.crawl_id) else msgspec.structs.replace(p, body=None)
@@ -87,11 +89,17 @@ async def write_batch(
     ]
     if not pages and not statuses:
         return
+    crawls = {p.crawl_id: keep_versions(p.crawl_id) for p in pages}
+    # Only crawls that keep versions are named (none: the plain two-argument write).
+    versions = {crawl_id: n for crawl_id, n in crawls.items() if n > 0}
     wait, paused, n = 0.5, False, len(pages) + len(statuses)
     while True:
         started = time.monotonic()
         try:
-            await sink.write(pages, statuses)
+            if versions:
+                await sink.write(pages, statuses, versions)
+            else:
+                await sink.write(pages, statuses)
         except SinkBackpressure as exc:
             metrics.sink_backpressure.inc()
             metrics.sink_retries.labels("backpressure").inc()
@@ -154,10 +162,12 @@ class SinkConsumer(Service):
         metrics: Metrics,
         keep_body: Callable[[str], bool] = lambda _crawl_id: True,
         tune_consumer: Callable[[AIOKafkaConsumer], None] = lambda _consumer: None,
+        keep_versions: Callable[[str], int] = lambda _crawl_id: 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.keep_body = keep_body
+        self.keep_versions = keep_versions  # crawl id -> its CrawlPolicy.keep_versions
         self.tune_consumer = tune_consumer  # called with the consumer once it started
         self.connection = connection
         self.max_message_bytes = max_message_bytes
@@ -208,7 +218,9 @@ class SinkConsumer(Service):
             events = [
                 (m.topic, m.partition, m.offset, m.value) for msgs in batch.values() for m in msgs
             ]
-            await write_batch(sink, events, self.metrics, self._pause, self.keep_body)
+            await write_batch(
+                sink, events, self.metrics, self._pause, self.keep_body, self.keep_versions
+            )
             offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items()}
             try:
                 await consumer.commit(offsets)

@@ -6,6 +6,7 @@ newest record time; replaying any input leaves the same rows; counts per termina
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,8 +21,11 @@ from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
 from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema, schema_statements
 from streamcrawl.agents.sinks.cassandra.pack import BATCH_BYTES, MAX_PARTITIONS
 from streamcrawl.agents.sinks.cassandra.sink import CassandraSink
-from streamcrawl.agents.sinks.contract import Sink, url_hash
+from streamcrawl.agents.sinks.contract import Sink, Version, url_hash, version_of
 from streamcrawl.agents.sinks.memory import MemorySink
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.sink_agent import write_batch
+from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
 from streamcrawl.topology.settings import load_settings
 
@@ -124,6 +128,126 @@ async def test_newer_fetch_wins(sink: Sink, crawl_id: str) -> None:
     assert got is not None and got.state == TerminalState.FETCHED and got.last_error is None
     assert (await sink.counts(crawl_id))[crawl_id]["fetched"] == 1
     assert (await sink.counts(crawl_id))[crawl_id]["failed"] == 0
+
+
+async def test_a_revisit_keeps_the_stored_copy_and_records_its_check(
+    sink: Sink, crawl_id: str
+) -> None:
+    """Continuous crawling: an ``unchanged`` record (no body, no title) must not overwrite the
+    stored copy, a ``changed`` one replaces it, a ``gone`` one marks it; replays change nothing."""
+    url = "https://example.org/live"
+    first = page(crawl_id, url, body="v1", change="new")
+    same = page(
+        crawl_id, url, fetched_at=T0 + 60, body=None, title=None, status=304, change="unchanged"
+    )
+    await sink.write([first], [])
+    for _ in range(2):  # the second time: a replay
+        await sink.write([same], [])
+        assert await sink.get_page(crawl_id, url) == msgspec.structs.replace(
+            first, change="unchanged"
+        )
+    changed = page(crawl_id, url, fetched_at=T0 + 120, body="v2", change="changed")
+    await sink.write([changed], [])
+    assert await sink.get_page(crawl_id, url) == changed
+    gone = page(crawl_id, url, fetched_at=T0 + 180, body=None, status=410, change="gone")
+    await sink.write([gone, same], [])  # an older check arriving late changes nothing
+    assert await sink.get_page(crawl_id, url) == msgspec.structs.replace(
+        changed, change="gone", status=410
+    )
+
+
+async def test_a_revisits_checks_and_copies_give_one_page_in_any_order(
+    sink: Sink, crawl_id: str
+) -> None:
+    """The newest copy, with the newest check's ``change`` and the newest gone check's
+    ``status``, whatever the order (a replay, partitions read at different speeds); a check
+    whose copy never came shows no page."""
+    first = page(crawl_id, "", body="v1", change="new")
+    same = page(crawl_id, "", fetched_at=T0 + 60, body=None, title=None, status=304,
+                change="unchanged")  # fmt: skip
+    changed = page(crawl_id, "", fetched_at=T0 + 120, body="v2", change="changed")
+    late = msgspec.structs.replace(same, fetched_at=T0 + 150)
+    gone = page(crawl_id, "", fetched_at=T0 + 180, body=None, status=410, change="gone")
+    cases = [
+        ([first, same, changed], changed),  # the check is older than the copy
+        ([first, changed, late, gone], msgspec.structs.replace(changed, change="gone", status=410)),
+    ]
+    for n, (records, expected) in enumerate(cases):
+        for i, order in enumerate(itertools.permutations(records)):
+            url = f"https://example.org/order/{n}/{i}"
+            for record in order:
+                await sink.write([msgspec.structs.replace(record, url=url, final_url=url)], [])
+            got = await sink.get_page(crawl_id, url)
+            assert got == msgspec.structs.replace(expected, url=url, final_url=url), order
+    check_only = msgspec.structs.replace(late, url="https://example.org/lost")
+    await sink.write([check_only], [])
+    assert await sink.get_page(crawl_id, check_only.url) is None
+
+
+def version(crawl_id: str, url: str, i: int, **fields: object) -> Page:
+    """The i-th version of ``url``: fetched i minutes after T0, new at first, then changed."""
+    change = "new" if i == 0 else "changed"
+    return page(crawl_id, url, fetched_at=T0 + 60 * i, body_sha256=f"{i:064x}", change=change,
+                **fields)  # fmt: skip
+
+
+def newest(crawl_id: str, url: str, *indexes: int) -> list[Version]:
+    return [version_of(version(crawl_id, url, i)) for i in indexes]
+
+
+async def test_the_newest_n_versions_are_kept_in_any_order_and_replay(
+    sink: Sink, crawl_id: str
+) -> None:
+    """N = 2 and four versions, written in every order (one per write, and all in one write),
+    then replayed in part and whole: the two newest remain, the latest copy is the newest."""
+    keep = {crawl_id: 2}
+    orders = [*itertools.permutations(range(4)), (0, 1, 2, 3)]
+    for n, order in enumerate(orders):
+        url = f"https://example.org/v/{n}"
+        records = [version(crawl_id, url, i) for i in order]
+        if n < len(orders) - 1:
+            for record in records:
+                await sink.write([record], [], keep)
+        else:
+            await sink.write(records, [], keep)  # one write, one URL's four versions
+        assert await sink.versions(crawl_id, url) == newest(crawl_id, url, 3, 2), order
+        for replay in (records[::-1], records[:2], records[1:3], records):
+            await sink.write(replay, [], keep)
+            assert await sink.versions(crawl_id, url) == newest(crawl_id, url, 3, 2), replay
+        assert await sink.get_page(crawl_id, url) == version(crawl_id, url, 3)
+
+
+async def test_only_new_and_changed_pages_of_crawls_that_keep_versions_add_one(
+    sink: Sink, crawl_id: str
+) -> None:
+    url, other = "https://example.org/kept", "https://example.org/none"
+    first = version(crawl_id, url, 0)
+    same = page(crawl_id, url, fetched_at=T0 + 60, body=None, status=304, change="unchanged")
+    gone = page(crawl_id, url, fetched_at=T0 + 120, status=410, change="gone")
+    await sink.write([first, same, gone], [], {crawl_id: 3})
+    assert await sink.versions(crawl_id, url) == [version_of(first)]
+    await sink.write([version(crawl_id, other, 0)], [], {crawl_id: 0})
+    await sink.write([version(crawl_id, other, 1)], [])
+    assert await sink.versions(crawl_id, other) == []
+    assert await sink.get_page(crawl_id, other) == version(crawl_id, other, 1)
+    v1 = page(crawl_id, "https://example.org/v1", change=None)  # a record before continuous crawls
+    await sink.write([v1], [], {crawl_id: 3})
+    assert await sink.versions(crawl_id, v1.url) == []
+
+
+async def test_the_sink_agent_names_the_crawls_that_keep_versions(crawl_id: str) -> None:
+    """``write_batch`` hands the sink each crawl's ``keep_versions``, as the spec says."""
+    keeps, plain = crawl_id, crawl_id + "-plain"
+    events = [
+        ("p.pages", 0, i, encode(version(cid, f"https://example.org/{cid}", i)))
+        for i, cid in enumerate([keeps, keeps, plain])
+    ]
+    sink = MemorySink()
+    await write_batch(sink, events, Metrics(), keep_versions=lambda cid: 1 if cid == keeps else 0)
+    assert await sink.versions(keeps, f"https://example.org/{keeps}") == newest(
+        keeps, f"https://example.org/{keeps}", 1
+    )
+    assert await sink.versions(plain, f"https://example.org/{plain}") == []
 
 
 async def test_older_replay_does_not_overwrite(sink: Sink, crawl_id: str) -> None:
@@ -363,3 +487,26 @@ async def test_a_keyspace_of_schema_2_is_refused_until_create_schema_adds_the_li
         assert (old.links, old.links_total, old.links_truncated) == ((), None, False)
     finally:
         await sink.stop()
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+async def test_a_keyspace_without_page_versions_is_refused_until_create_schema(
+    config: CassandraConfig, crawl_id: str
+) -> None:
+    """The tables of schema 4 before --keep-versions: the sink names the missing table; after
+    ``admin create-schema`` a version row holds its digest, status, change and size."""
+    run_cql(config, *((s, ()) for s in schema_statements(config) if "page_versions" not in s))
+    with pytest.raises(CrawlError, match=r"lacks tables page_versions: .*admin create-schema"):
+        await CassandraSink(config).start()
+    create_schema(config)
+    sink = CassandraSink(config)
+    await sink.start()
+    try:
+        await sink.write([version(crawl_id, "https://example.org/", 0)], [], {crawl_id: 1})
+    finally:
+        await sink.stop()
+    rows = run_cql(config, (f"SELECT * FROM {config.keyspace}.page_versions", ()))
+    assert [(r.fetched_at, r.body_sha256, r.status, r.change, r.body_bytes) for r in rows] == [
+        (T0, f"{0:064x}", 200, "new", 1234)
+    ]

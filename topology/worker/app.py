@@ -225,6 +225,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             _sink_opener(settings, sink),
             metrics,
             keep_body=lambda crawl_id: _stores_bodies(view, crawl_id),
+            keep_versions=lambda crawl_id: _keeps_versions(view, crawl_id),
             tune_consumer=fetch_in_windows,
         )
 
@@ -296,6 +297,12 @@ def _stores_bodies(view: SharedView, crawl_id: str) -> bool:
     """The crawl asked the sink to keep bodies (``--store-bodies``); unknown crawl: no."""
     rules = view.rules(crawl_id)
     return rules is not None and rules.policy.store_bodies
+
+
+def _keeps_versions(view: SharedView, crawl_id: str) -> int:
+    """The crawl's ``keep_versions`` (``seed --keep-versions``); unknown crawl: 0."""
+    policy = view.policies.get(crawl_id)
+    return 0 if policy is None else policy.keep_versions
 
 
 def _sink_opener(settings: Settings, sink: Sink | None) -> Callable[[], Awaitable[Sink]]:

@@ -14,6 +14,11 @@ on timeouts and unavailability; if Cassandra still refuses, ``write`` raises
 ``SinkBackpressure`` and the caller must keep (not acknowledge) the input and try again:
 nothing is dropped.
 
+A crawl that keeps versions (``CrawlPolicy.keep_versions`` = N) also gets a ``page_versions``
+row per new or changed page, in the same requests; once they are written, one read of each
+such URL's N+1 newest versions and, when there are N+1, one range deletion of the older ones
+(``_trim``; why that is replay-safe: ``schemas/cassandra.cql``).
+
 A page's ``links`` go in its own row as one JSON text cell (the wire's encoding of
 ``Page.links``), bounded by the crawl's ``max_page_links``: never a row per link.
 
@@ -27,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -44,16 +49,19 @@ from streamcrawl.agents.sinks.contract import (
     FIRST_WINS_BASE,
     ORIGIN_BUCKETS,
     CrawlStats,
+    Version,
     micros,
     origin_bucket,
     url_hash,
+    version_of,
+    versioned,
 )
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
 
 log = logging.getLogger(__name__)
 
-TABLES = ("pages", "url_status", "crawl_origins", "crawls")
+TABLES = ("pages", "url_status", "crawl_origins", "crawls", "page_versions")
 RETRYABLE = (_RequestFailed, OperationTimedOut, NoHostAvailable)
 SCAN_PAGE_ROWS = 5000
 KNOWN_ORIGINS = 100_000  # (crawl, origin) pairs remembered as written to crawl_origins
@@ -72,8 +80,21 @@ _CELL = 32
 _encode_links = msgspec.json.Encoder().encode
 _decode_links = msgspec.json.Decoder(tuple[Outlink, ...]).decode
 _STATEMENTS = {
-    "page": f"INSERT INTO {{ks}}.pages (url_hash, {_PAGE_COLUMNS}) "
-    f"VALUES (?, {', '.join('?' * len(_PAGE_FIELDS))}) USING TIMESTAMP ?",
+    "page": f"INSERT INTO {{ks}}.pages (url_hash, {_PAGE_COLUMNS}, checked_at) "
+    f"VALUES (?, {', '.join('?' * len(_PAGE_FIELDS))}, ?) USING TIMESTAMP ?",
+    # A revisit that found the stored copy unchanged, or gone: never the copy itself.
+    "checked": "UPDATE {ks}.pages USING TIMESTAMP ? SET change = ?, checked_at = ? "
+    "WHERE crawl_id = ? AND url_hash = ?",
+    "gone": "UPDATE {ks}.pages USING TIMESTAMP ? SET change = ?, checked_at = ?, status = ? "
+    "WHERE crawl_id = ? AND url_hash = ?",
+    "version": "INSERT INTO {ks}.page_versions (crawl_id, url_hash, fetched_at, body_sha256, "
+    "status, change, body_bytes) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?",
+    "newest_versions": "SELECT fetched_at FROM {ks}.page_versions "
+    "WHERE crawl_id = ? AND url_hash = ? LIMIT ?",
+    "trim_versions": "DELETE FROM {ks}.page_versions USING TIMESTAMP ? "
+    "WHERE crawl_id = ? AND url_hash = ? AND fetched_at < ?",
+    "versions": "SELECT fetched_at, body_sha256, status, change FROM {ks}.page_versions "
+    "WHERE crawl_id = ? AND url_hash = ?",
     "status": "INSERT INTO {ks}.url_status (crawl_id, origin, bucket, url, state, depth, attempts, "
     "status, last_error, final_url, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "USING TIMESTAMP ?",
@@ -129,7 +150,7 @@ class CassandraSink:
         missing = [t for t in TABLES if meta is None or t not in meta.tables]
         if not missing and meta is not None:  # a keyspace of an earlier schema version
             columns = meta.tables["pages"].columns
-            missing = [f"pages.{c}" for c in _PAGE_FIELDS if c not in columns]
+            missing = [f"pages.{c}" for c in (*_PAGE_FIELDS, "checked_at") if c not in columns]
         if missing:
             await self.stop()
             raise CrawlError(
@@ -155,15 +176,22 @@ class CassandraSink:
         if cluster is not None:
             await asyncio.to_thread(cluster.shutdown)
 
-    async def write(self, pages: Sequence[Page], statuses: Sequence[UrlStatus]) -> None:
-        """Write pages and terminal URL states; returns when every row is written.
+    async def write(
+        self,
+        pages: Sequence[Page],
+        statuses: Sequence[UrlStatus],
+        keep_versions: Mapping[str, int] | None = None,
+    ) -> None:
+        """Write pages, terminal URL states and the versions of crawls that keep them
+        (``keep_versions``: crawl id -> N); returns when every row is written.
 
         Raises ``SinkBackpressure`` when Cassandra kept refusing after the retries: some rows
         may be written, none are lost as long as the caller retries the whole input (which is
         harmless: the writes are idempotent).
         """
+        to_version = versioned(pages, keep_versions or {})
         rows = [self._page_row(p) for p in pages]
-        small = self._status_rows(statuses)
+        small = self._status_rows(statuses) + [self._version_row(p) for p, _n in to_version]
         seen = dict.fromkeys((s.crawl_id, s.origin) for s in statuses)
         new_origins = [key for key in seen if key not in self._known_origins]
         small += [
@@ -174,20 +202,56 @@ class CassandraSink:
             self._known_origins[key] = None
         while len(self._known_origins) > KNOWN_ORIGINS:
             del self._known_origins[next(iter(self._known_origins))]
+        await self._trim({(p.crawl_id, url_hash(p.url)): n for p, n in to_version})
+
+    def _version_row(self, p: Page) -> Row:
+        """The ``page_versions`` row of a new or changed page."""
+        hashed, v = url_hash(p.url), version_of(p)
+        values = (p.crawl_id, hashed, *v, p.body_bytes, micros(p.fetched_at))
+        size = 8 * _CELL + len(p.crawl_id) + len(hashed) + len(v.body_sha256)
+        return ("version", values, size, ("version", p.crawl_id, hashed))
+
+    async def _trim(self, keep: dict[tuple[str, str], int]) -> None:
+        """Keep the newest N versions of each (crawl id, url hash) of ``keep`` (-> N): read
+        its N+1 newest, and if there are N+1, delete those fetched before the N-th newest
+        with the N-th's fetch time as write timestamp, so that a replayed older version
+        stays deleted (``schemas/cassandra.cql``). Run after the versions are written."""
+        if not keep:
+            return
+        keys = list(keep)
+        found = await self._all([self._bind("newest_versions", (*k, keep[k] + 1)) for k in keys])
+        deletes = []
+        for key, rs in zip(keys, found, strict=True):
+            newest = [row.fetched_at for row in rs.current_rows]
+            if len(newest) > keep[key]:
+                oldest_kept = newest[keep[key] - 1]
+                values = (micros(oldest_kept), *key, oldest_kept)
+                deletes.append(self._bind("trim_versions", values))
+        if deletes:
+            await self._all(deletes)
 
     def _page_row(self, p: Page) -> Row:
-        """The ``pages`` row of ``p``, its estimated size and its partition."""
+        """The ``pages`` row of ``p``, its estimated size and its partition (a revisit that
+        found the page unchanged or gone: the update of its check, not a row)."""
+        hashed = url_hash(p.url)
+        partition = ("page", p.crawl_id, hashed)
+        at = micros(p.fetched_at)
+        if p.change == "unchanged":
+            checked = (at, p.change, p.fetched_at, p.crawl_id, hashed)
+            return ("checked", checked, 6 * _CELL + len(p.crawl_id), partition)
+        if p.change == "gone":
+            gone = (at, p.change, p.fetched_at, p.status, p.crawl_id, hashed)
+            return ("gone", gone, 7 * _CELL + len(p.crawl_id), partition)
         row = [getattr(p, f) for f in _PAGE_FIELDS]
         links = _encode_links(p.links)
         row[_LINKS] = links.decode("utf-8")
-        hashed = url_hash(p.url)
         size = _CELL * (len(row) + 1 + len(p.headers)) + len(links) + len(p.url) + len(p.final_url)
         size += len(p.crawl_id) + len(p.origin) + len(p.title or "") + len(p.body_sha256)
         size += sum(len(k) + len(v) for k, v in p.headers.items())
         size += sum(len(r) for r in p.redirects) + len(p.canonical or "")
         if p.body is not None:
             size += len(p.body.encode("utf-8", "surrogatepass"))
-        return ("page", (hashed, *row, micros(p.fetched_at)), size, ("page", p.crawl_id, hashed))
+        return ("page", (hashed, *row, p.fetched_at, at), size, partition)
 
     def _status_rows(self, statuses: Sequence[UrlStatus]) -> list[Row]:
         """url_status rows, those of one partition (crawl, origin, bucket) together."""
@@ -274,9 +338,10 @@ class CassandraSink:
         return list(rs.current_rows)
 
     async def get_page(self, crawl_id: str, url: str) -> Page | None:
-        """The stored page of ``url`` (the requested canonical URL), or None."""
+        """The stored page of ``url`` (the requested canonical URL), or None (also when only
+        a revisit's check of it was written: no copy to show)."""
         rows = await self._one("get_page", (crawl_id, url_hash(url)))
-        if not rows:
+        if not rows or rows[0].url is None:  # a revisit's check only: its copy is not stored
             return None
         row = rows[0]._asdict()
         row.update(
@@ -286,6 +351,11 @@ class CassandraSink:
             links_truncated=bool(row["links_truncated"]),
         )
         return Page(**row)
+
+    async def versions(self, crawl_id: str, url: str) -> list[Version]:
+        """The kept versions of ``url``, newest first; empty when none are kept."""
+        rows = await self._one("versions", (crawl_id, url_hash(url)))
+        return [Version(r.fetched_at, r.body_sha256, r.status, r.change) for r in rows]
 
     async def get_status(self, crawl_id: str, origin: str, url: str) -> UrlStatus | None:
         """The stored terminal state of ``url``, or None."""
