@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import email.utils
 import enum
+import hashlib
 import re
 import threading
 import time
@@ -331,6 +332,8 @@ class LivingSite:
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def _sitemap(self, request: web.Request) -> web.StreamResponse:
+        """The sitemap, with an ETag of its content (it changes when a listed lastmod does),
+        answered 304 to a matching If-None-Match; recorded like a page."""
         origin = f"{request.scheme}://{request.host}"
         with self._lock:
             rows = [
@@ -338,9 +341,30 @@ class LivingSite:
                 for path, page in self._pages.items()
                 if page.gone is None
             ]
-        xmlns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
-        doc = f'<?xml version="1.0" encoding="UTF-8"?><urlset {xmlns}>{"".join(rows)}</urlset>'
-        return web.Response(text=doc, content_type="application/xml")
+            xmlns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+            doc = f'<?xml version="1.0" encoding="UTF-8"?><urlset {xmlns}>{"".join(rows)}</urlset>'
+            etag = f'"s-{hashlib.sha1(doc.encode()).hexdigest()[:16]}"'
+            inm = request.headers.get("If-None-Match")
+            status = 304 if inm is not None and etag_matches(inm, etag) else 200
+            body = doc.encode() if status == 200 else b""
+            self._served.append(
+                Served(
+                    "/sitemap.xml",
+                    self.clock(),
+                    request.method,
+                    inm,
+                    request.headers.get("If-Modified-Since"),
+                    status,
+                    0,
+                    len(body),
+                    etag,
+                    None,
+                )
+            )
+        headers = {"ETag": etag}
+        if status == 200:
+            headers["Content-Type"] = "application/xml"
+        return web.Response(status=status, headers=headers, body=body or None)
 
 
 def _default_links(path: str, paths: Iterable[str]) -> list[str]:

@@ -189,3 +189,21 @@ async def test_recrawl_at_makes_every_fetched_url_due_at_once(tmp_path: Path) ->
         assert len(served) == 2, (path, len(served))
         assert served[1].if_none_match == served[0].etag and served[1].status == 304
     assert [p["change"] for p in pages].count("new") == 3
+
+
+async def test_sitemaps_are_revisited_with_their_own_validators(
+    tmp_path: Path, crawl_in: Any
+) -> None:
+    site = LivingSite(["/", "/a"])  # robots.txt names /sitemap.xml
+    async with RecordingServer(site.routes()) as srv:
+        _, pages, urls = await crawl_in(tmp_path, srv.url("/"), 4.0)
+    sitemap = site.served("/sitemap.xml")
+    assert len(sitemap) >= 3, len(sitemap)
+    assert site.conditional("/sitemap.xml")[0] == (None, None)
+    for before, after in itertools.pairwise(sitemap):
+        assert (after.if_none_match, after.if_modified_since) == (before.etag, before.last_modified)
+    assert {s.status for s in sitemap[1:]} == {304}
+    assert len(srv.requests("/robots.txt")) == 1
+    # A sitemap is not a page: no page record, one `sitemap` state.
+    assert not of(pages, srv.url("/sitemap.xml"))
+    assert [u["state"] for u in urls if u["url"] == srv.url("/sitemap.xml")] == ["sitemap"]
