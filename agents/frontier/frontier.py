@@ -358,7 +358,7 @@ class Frontier:
         them."""
         crawl_id, forced = rules.policy.crawl_id, rules.policy.recrawl_at
         if rules.policy.state == "stopped":
-            forced = self.clock()  # queued, then cancelled: a stop ends the schedule
+            forced = revisits.STOPPED  # queued, then cancelled: a stop ends the schedule
         moved = revisits.promote(ch, st, self.clock(), lambda c: forced if c == crawl_id else 0.0)
         for _, entry in moved:
             if entry.revisit is not None:

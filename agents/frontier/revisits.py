@@ -42,7 +42,9 @@ _POINTER = b"R"  # seen value of a URL waiting in a lane: _POINTER, level, seq
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(QueueEntry).decode
 
-RecrawlAt = Callable[[str], float]  # crawl id -> its recrawl_at (0: never forced)
+# crawl id -> its recrawl_at (0: never forced; STOPPED: the crawl stopped, everything is due)
+RecrawlAt = Callable[[str], float]
+STOPPED = float("inf")
 # A revisit that entered (+1) or left (-1) a lane: (crawl id, its due time, +1 or -1), for the
 # counts ``status`` reads (agents/stream/counts.py).
 LaneMove = tuple[str, float, int]
@@ -82,6 +84,8 @@ def waiting(st: OriginState) -> int:
 
 def _due(lane: Lane, recrawl_at: RecrawlAt) -> float:
     forced = recrawl_at(lane.crawl_id)
+    if forced == STOPPED:
+        return 0.0
     return forced if lane.head_fetched < forced < lane.head_due else lane.head_due
 
 

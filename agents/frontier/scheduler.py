@@ -288,12 +288,12 @@ class Scheduler:
         heapq.heappush(self._heap, (ready, next(self._tick), origin))
 
     def _recrawl_at(self, crawl_id: str) -> float:
-        """When the crawl made every revisit fetched before due (a stopped crawl: now, so that
-        its revisits are queued and cancelled)."""
+        """When the crawl made every revisit fetched before due (a stopped crawl: all of them
+        at once, so that they are queued and cancelled)."""
         rules = self.rules_for(crawl_id)
         if rules is None:
             return 0.0
-        return time.time() if rules.policy.state == "stopped" else rules.policy.recrawl_at
+        return revisits.STOPPED if rules.policy.state == "stopped" else rules.policy.recrawl_at
 
     def refresh(self) -> None:
         """A crawl's spec changed (``recrawl``, ``stop``, ``resume``): look at every origin in

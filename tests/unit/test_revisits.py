@@ -17,6 +17,7 @@ from streamcrawl.agents.frontier.frontier import (
     Admission,
     Applied,
     Frontier,
+    admitted_count,
     load_origin,
     queued_entries,
     seen_key,
@@ -462,3 +463,52 @@ def test_a_url_that_failed_first_is_fetched_on_a_revisit_and_says_so() -> None:
         (TerminalState.FETCHED, TerminalState.FAILED)
     ]
     assert crawl.revisit().state == "fetched"
+
+
+def test_revisits_do_not_count_against_max_pages() -> None:
+    """``--max-pages`` counts distinct URLs admitted: a URL revisited ten times is one."""
+    crawl = fetched_once(max_pages=2)
+    for _ in range(10):
+        crawl.revisited(crawl.revisit().due, status=304)
+    ch = Changes(crawl.store)
+    budget = 2 - admitted_count(ch, "c")  # as the embedded runner computes it
+    batch = FrontierBatch(crawl_id="c", origin=ORIGIN, urls=(UrlRef(Y, 1), UrlRef(Z, 1)))
+    admission = crawl.frontier.admit(ch, batch, crawl.rules, budget=budget)
+    assert [e.url for _, e in admission.queued] == [Y]  # X and Y: the budget of 2
+    assert [(s.url, s.state) for s in admission.statuses] == [(Z, TerminalState.CANCELLED)]
+
+
+def test_a_paused_crawl_waits_and_a_stopped_one_ends_its_schedule_keeping_states() -> None:
+    crawl = fetched_once()
+    due = crawl.revisit().due
+    paused = rules(state="paused")
+    sched = Scheduler(crawl.store, lambda cid: paused)
+    sched.track(crawl.state())
+    assert sched.take(due, 10) == []  # paused: looked at again later, nothing dispatched
+    stopped = rules(state="stopped")
+    sched = Scheduler(crawl.store, lambda cid: stopped)
+    sched.track(crawl.state())
+    (d,) = sched.take(100.5, 10)  # long before the due: a stop queues it now...
+    assert d.kind == "due"
+    crawl.frontier.clock = lambda: 100.5
+    crawl.apply(
+        Outcome(crawl_id="c", origin=ORIGIN, kind="due", seq=DUE_SEQ, url=ORIGIN,
+                state="due", started_at=0.0, finished_at=100.5),
+        stopped,
+    )  # fmt: skip
+    assert [e.url for e in crawl.queued()] == [X]
+    cancel = crawl.outcome(X, 0.0, state="cancelled", reported="fetched")
+    applied = crawl.apply(cancel, stopped)
+    # ...and cancelled: it leaves the schedule, and the URL stays `fetched` (no new state).
+    assert applied.statuses == [] and crawl.waiting() == [] and crawl.state().lanes == []
+
+
+def test_an_origin_that_only_waits_for_revisits_yields_its_place() -> None:
+    """Memory stays bounded: with origins waiting in the store, one whose URLs all wait for
+    revisits leaves memory at its next applied outcome (the refill brings it back)."""
+    crawl = fetched_once()
+    sched = Scheduler(crawl.store, lambda cid: crawl.rules, max_origins=1)
+    sched.track(crawl.state())
+    sched.overflow = True  # another origin waits in the store
+    sched.done(ORIGIN, DUE_SEQ, crawl.state())
+    assert ORIGIN not in sched and sched.spills == 1
