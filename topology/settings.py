@@ -2,7 +2,8 @@
 
 Per-crawl behaviour (scope, delay, robots...) is not here: it is a
 ``streamcrawl.schemas.records.CrawlPolicy`` published with the crawl. These settings say where the
-services are and how big the worker is.
+services are and how big the worker is, and (``seed_*``) the revisit policy ``streamcrawl seed``
+gives a crawl whose command line does not set it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.net.guard import AddressGuard, parse_networks
+from streamcrawl.agents.policy.revisit import parse_duration
 from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
+from streamcrawl.schemas.records import Interval, RecrawlMode
 
 ENV_PREFIX = "STREAMCRAWL_"
 
@@ -114,6 +118,34 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level."
     )
+    # Seed defaults: each is ``seed_`` + the CrawlPolicy field it fills (``seed_policy``).
+    seed_recrawl_after: float | None = Field(
+        None,
+        description="`streamcrawl seed` without --recrawl-after: revisit each fetched URL after "
+        "this duration (90s, 15m, 2h, 1d, 1w; read as seconds); unset or empty: each URL once.",
+    )
+    seed_recrawl_min: float | None = Field(
+        None,
+        description="`streamcrawl seed` without --recrawl-min: the shortest revisit interval of "
+        "a crawl that revisits (a duration); unset: the crawl's recrawl-after / 8.",
+    )
+    seed_recrawl_max: float | None = Field(
+        None,
+        description="`streamcrawl seed` without --recrawl-max: the longest revisit interval of "
+        "a crawl that revisits (a duration); unset: the crawl's recrawl-after x 14.",
+    )
+    seed_recrawl_mode: RecrawlMode | None = Field(
+        None,
+        description="`streamcrawl seed` without --recrawl-mode: adaptive or fixed revisits; "
+        "unset: adaptive.",
+    )
+    seed_keep_versions: int = Field(
+        0,
+        ge=0,
+        le=100,  # CrawlPolicy.keep_versions' own bounds
+        description="`streamcrawl seed` without --keep-versions: Cassandra keeps the digest, "
+        "status and fetch time of each page's N newest versions; 0: the latest copy only.",
+    )
 
     @field_validator("kafka_bootstrap", "cassandra_hosts")
     @classmethod
@@ -139,6 +171,55 @@ class Settings(BaseSettings):
             return ",".join(str(net) for net in parse_networks([value]))
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
+
+    @field_validator("seed_recrawl_after", "seed_recrawl_min", "seed_recrawl_max", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        """Duration text in seconds, within a crawl spec's bounds (``Interval``); empty: unset."""
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return None
+        seconds = parse_duration(value)  # its ValueError names the value and the syntax
+        try:
+            return msgspec.convert(seconds, Interval)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"{value!r} is out of bounds: {exc} seconds") from None
+
+    @field_validator("seed_recrawl_mode", mode="before")
+    @classmethod
+    def _empty_mode(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _seed_bounds_hold(self) -> Settings:
+        """Those of the seed's min, after and max that are set must be in that order (the
+        unset ones follow from recrawl-after and always fit)."""
+        given = [
+            (f"{ENV_PREFIX}SEED_RECRAWL_{name} ({seconds:g} s)", seconds)
+            for name, seconds in (
+                ("MIN", self.seed_recrawl_min),
+                ("AFTER", self.seed_recrawl_after),
+                ("MAX", self.seed_recrawl_max),
+            )
+            if seconds is not None
+        ]
+        if [s for _, s in given] != sorted(s for _, s in given):
+            raise ValueError(
+                "seed revisit bounds do not hold: need " + " <= ".join(n for n, _ in given)
+            )
+        return self
+
+    def seed_policy(self) -> dict[str, Any]:
+        """The ``CrawlPolicy`` fields the ``seed_*`` settings set (field -> value; a setting
+        left unset, None or 0, is absent). ``streamcrawl seed`` applies each where its command
+        line left the field at its default."""
+        values = {
+            name.removeprefix("seed_"): getattr(self, name)
+            for name in type(self).model_fields
+            if name.startswith("seed_")
+        }
+        return {name: value for name, value in values.items() if value}
 
     def address_guard(self) -> AddressGuard:
         """The SSRF guard of this worker's fetches (``allow_networks`` allowed)."""

@@ -16,7 +16,13 @@ import pytest
 import yaml
 
 from streamcrawl.topology.settings import Settings
-from tests.helm.test_chart import CHART, helm, of_kind, template  # noqa: F401 - helm: a fixture
+from tests.helm.test_chart import (  # noqa: F401 - helm: a fixture
+    CHART,
+    SCHEMA_ERROR,
+    helm,
+    of_kind,
+    template,
+)
 
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text("utf-8"))
 
@@ -101,6 +107,10 @@ CHANGES: dict[str, Any] = {
     "hooks.resources.requests.cpu": "200m",
     "hooks.resources.requests.memory": "384Mi",
     "hooks.resources.limits.memory": "768Mi",
+    "seedDefaults.recrawlAfter": "1d",
+    "seedDefaults.recrawlMin": "1h",
+    "seedDefaults.recrawlMax": "30d",
+    "seedDefaults.recrawlMode": "fixed",
 }
 
 
@@ -216,3 +226,59 @@ def test_unready_after_is_bounded_like_the_setting(
     file = tmp_path / "values.yaml"
     file.write_text(yaml.safe_dump({"worker": {"unreadyAfterS": value}}), "utf-8")
     assert template(helm, "-f", str(file)).returncode != 0
+
+
+def test_seed_defaults_render_only_when_set(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``seedDefaults`` are the worker pods' ``seed_*`` settings when set, and absent when empty
+    (the default: a crawl seeded there fetches each URL once unless its flags say otherwise)."""
+    seed = {"recrawlAfter": "1d", "recrawlMin": "2h", "recrawlMax": "30d", "recrawlMode": "fixed"}
+    values = {"seedDefaults": seed | {"keepVersions": 5}}
+    docs = [d for d in yaml.safe_load_all(render(helm, values, tmp_path, "seed")) if d]
+    (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]
+    assert {k: v for k, v in data.items() if k.startswith("STREAMCRAWL_SEED_")} == {
+        "STREAMCRAWL_SEED_RECRAWL_AFTER": "1d",
+        "STREAMCRAWL_SEED_RECRAWL_MIN": "2h",
+        "STREAMCRAWL_SEED_RECRAWL_MAX": "30d",
+        "STREAMCRAWL_SEED_RECRAWL_MODE": "fixed",
+        "STREAMCRAWL_SEED_KEEP_VERSIONS": "5",
+    }
+    for name, value in data.items():
+        monkeypatch.setenv(name, value)
+    assert Settings().seed_policy() == {
+        "recrawl_after": 86_400.0,
+        "recrawl_min": 7_200.0,
+        "recrawl_max": 30 * 86_400.0,
+        "recrawl_mode": "fixed",
+        "keep_versions": 5,
+    }
+    docs = [d for d in yaml.safe_load_all(render(helm, {}, tmp_path, "default")) if d]
+    (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]
+    assert not [k for k in data if k.startswith("STREAMCRAWL_SEED_")]
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        {"recrawlAfter": "soon"},
+        {"recrawlMin": "1 fortnight"},
+        {"recrawlMax": 3600},
+        {"recrawlMode": "weekly"},
+        {"keepVersions": 101},
+    ],
+    ids=["not-a-duration", "bad-unit", "not-text", "bad-mode", "too-many-versions"],
+)
+def test_the_schema_refuses_bad_seed_defaults(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    seed: dict[str, Any],
+) -> None:
+    """Caught at render. The bounds (1 s to 365 d; min <= after <= max) are the settings' own
+    check, which fails the setup hooks (when on) before the workers roll."""
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump({"seedDefaults": seed}), "utf-8")
+    proc = template(helm, "-f", str(file))
+    assert proc.returncode != 0 and SCHEMA_ERROR in proc.stderr, proc.stderr

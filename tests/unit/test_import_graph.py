@@ -153,7 +153,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sinks": _BASE,
     "cassandra": _BASE | {"sinks"},
     "stream": _STAGES,
-    "settings": _BASE | {"net", "cassandra"},
+    "settings": _BASE | {"policy", "net", "cassandra"},
     "admin": _BASE | {"settings", "sinks", "stream"},
     "worker": _STAGES | {"cassandra", "stream", "settings", "admin"},
     "embedded": _STAGES | {"settings"},

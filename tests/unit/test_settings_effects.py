@@ -23,6 +23,7 @@ from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 from streamcrawl.topology.worker import app as app_module
 from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
+from tests.unit.test_seed_defaults import published
 from tests.unit.worker_run import run_worker
 
 SASL = {
@@ -164,6 +165,11 @@ Observe = Callable[[Settings, Callable[[Settings], Built], pytest.MonkeyPatch], 
 
 def app_conf(name: str) -> Observe:
     return lambda s, build, mp: getattr(build(s).app.conf, name)
+
+
+def seeded(field: str, *flags: str) -> Observe:
+    """The ``field`` of the policy ``streamcrawl seed URL *flags`` publishes."""
+    return lambda s, build, mp: getattr(published(mp, *flags, settings=s), field)
 
 
 CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
@@ -336,6 +342,12 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
     ),
     "log_level": ({}, "ERROR", lambda s, b, mp: worker_run(s, mp)[0], "ERROR"),
     "unready_after_s": ({}, 90.0, lambda s, build, mp: build(s).health["unready_after"], 90.0),
+    # how the seed defaults and the flags combine: tests/unit/test_seed_defaults.py
+    "seed_recrawl_after": ({}, "2d", seeded("recrawl_after"), 2 * 86_400.0),
+    "seed_recrawl_min": ({"seed_recrawl_after": "1d"}, "1h", seeded("recrawl_min"), 3_600.0),
+    "seed_recrawl_max": ({"seed_recrawl_after": "1d"}, "30d", seeded("recrawl_max"), 30 * 86_400.0),
+    "seed_recrawl_mode": ({"seed_recrawl_after": "1d"}, "fixed", seeded("recrawl_mode"), "fixed"),
+    "seed_keep_versions": ({}, 3, seeded("keep_versions"), 3),
 }
 
 

@@ -316,17 +316,36 @@ def cmd_seed(args: argparse.Namespace) -> int:
     """``seed URL... [--crawl-id ID] [policy flags]``: publish the crawl spec on ``control``,
     then ONE frontier batch per seed origin (keyed by origin, murmur2 like the workers).
 
-    Prints the crawl id (generated when not given). Raises CrawlError if Kafka is unreachable
-    or refuses a message.
+    The ``seed_*`` settings (``STREAMCRAWL_SEED_*``, the chart's ``seedDefaults``) fill the
+    revisit fields the command line left at their default: a flag wins; the revisit bounds and
+    mode apply only to a crawl that revisits. Prints the crawl id (generated when not given).
+    Raises ConfigError for a policy that does not hold, defaults included, and CrawlError if
+    Kafka is unreachable or refuses a message.
     """
     from streamcrawl.agents.content.listings import seed_sitemaps
+    from streamcrawl.agents.errors import ConfigError
     from streamcrawl.agents.policy.rules import CrawlRules
     from streamcrawl.schemas.codec import encode
-    from streamcrawl.schemas.records import FrontierBatch, UrlRef
+    from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
 
     settings = _settings(args)
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
-    policy = policy_from_args(args, args.urls, crawl_id)
+    # Each policy flag defaults to the record's own default, so a field still at it was not
+    # given (nor told apart from a flag repeating the default, e.g. --keep-versions 0).
+    record = {f.name: f.default for f in msgspec.structs.fields(CrawlPolicy)}
+    chosen = {k: v for k, v in settings.seed_policy().items() if getattr(args, k) == record[k]}
+    if chosen.get("recrawl_after", args.recrawl_after) is None:  # fetched once: no revisits
+        chosen = {k: v for k, v in chosen.items() if not k.startswith("recrawl_")}
+    args = argparse.Namespace(**(vars(args) | chosen))
+    try:
+        policy = policy_from_args(args, args.urls, crawl_id)
+    except ConfigError as exc:
+        if not chosen:
+            raise
+        applied = ", ".join(f"STREAMCRAWL_SEED_{k.upper()}" for k in chosen)
+        raise ConfigError(
+            f"{exc} (seed defaults applied: {applied}; a flag overrides each)"
+        ) from None
     # seed's own policy flag (topology/cli/kafka_args.py), bounded by its argparse type
     policy = msgspec.structs.replace(policy, keep_versions=args.keep_versions)
     admin.publish_control(settings, policy)  # the spec first: workers wait for it, bounded

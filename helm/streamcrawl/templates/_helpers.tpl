@@ -131,6 +131,13 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
 {{- $_ := set $s "STREAMCRAWL_CASSANDRA_SSL" "true" -}}
 {{- with $c.tls.caSecret }}{{ $_ := set $s "STREAMCRAWL_CASSANDRA_SSL_CAFILE" (printf "/etc/streamcrawl/cassandra-ca/%s" $c.tls.caKey) }}{{ end -}}
 {{- end -}}
+{{- with .Values.seedDefaults -}}
+{{- with .recrawlAfter }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_AFTER" . }}{{ end -}}
+{{- with .recrawlMin }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_MIN" . }}{{ end -}}
+{{- with .recrawlMax }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_MAX" . }}{{ end -}}
+{{- with .recrawlMode }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_MODE" . }}{{ end -}}
+{{- with .keepVersions }}{{ $_ := set $s "STREAMCRAWL_SEED_KEEP_VERSIONS" (toString (int .)) }}{{ end -}}
+{{- end -}}
 {{- toYaml $s -}}
 {{- end -}}
 
