@@ -246,7 +246,6 @@ class FrontierAgent:
         if counted is not None:
             part.counted = True
 
-
     def _apply(
         self, batch: _Batch, part: _Part, where: Where, outcome: Outcome, rules: CrawlRules
     ) -> None:
