@@ -165,9 +165,9 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # fetched once. Else a fetched URL is revisited after an interval: ``recrawl_after`` at
     # first, then (adaptive) longer after no change and shorter after a change, within
     # [recrawl_min, recrawl_max] (defaults: recrawl_after / 8 and x 14), feeds within
-    # [recrawl_feed_min, recrawl_max] (default: recrawl_min / 4), each due time spread by
-    # +/- recrawl_jitter of its interval. ``recrawl_at``: every URL fetched before it is due now
-    # (``streamcrawl recrawl``). ``max_fetches_per_hour`` bounds the crawl's requests, first
+    # [recrawl_feed_min, recrawl_max] (default: recrawl_min / 4), each due time brought up to
+    # recrawl_jitter of its interval sooner. ``recrawl_at``: every URL fetched before it is due
+    # now (``streamcrawl recrawl``). ``max_fetches_per_hour`` bounds the crawl's requests, first
     # fetches and revisits together (per worker in the Kafka wiring).
     recrawl_after: Interval | None = None
     recrawl_min: Interval | None = None

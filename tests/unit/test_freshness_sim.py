@@ -118,8 +118,8 @@ def test_fetches_are_spread_by_the_jitter() -> None:
     for page in (0, 7, 33):
         times = fetch_times(WEB, policy, page)
         gaps = [b - a for a, b in itertools.pairwise(times)]
-        assert all(540.0 <= gap <= 660.0 for gap in gaps)
-        assert max(gaps) - min(gaps) > 60.0
+        assert all(540.0 <= gap <= 600.0 for gap in gaps)
+        assert max(gaps) - min(gaps) > 30.0
         assert len(times) == crawl(WEB, policy, warmup=0.0).fetches[page]
 
 
@@ -158,7 +158,6 @@ def test_the_fixed_intervals_match_the_adaptive_run() -> None:
     assert same_freshness.freshness == pytest.approx(row.freshness, abs=0.005)
     assert same_freshness.fetches_per_hour == row.fresh_fetches_per_hour
     assert row.ratio == row.fetches_per_hour / row.fresh_fetches_per_hour
-    assert row.budget_freshness < row.freshness  # adaptive buys more freshness per fetch here
     assert row.ratio < 1
 
 

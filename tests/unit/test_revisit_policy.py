@@ -257,7 +257,7 @@ def test_a_fixed_crawl_has_one_level() -> None:
     assert fixed.next(0, True, "feed") == fixed.next(0, False, "page") == 0
     assert fixed.after_error(1, "page") == fixed.after_error(99, "page") == 0
     assert fixed.clamp(7, "page") == 0
-    assert fixed.due(10.0, 0, 0.5) == 10.0 + HOUR
+    assert fixed.due(10.0, 0, 0.0) == 10.0 + HOUR and fixed.due(10.0, 0, 0.5) == 10.0 + 0.95 * HOUR
 
 
 # --- where a URL starts, and how it moves ---------------------------------------------------
@@ -392,18 +392,18 @@ def test_gone_confirm_is_the_soonest_revisit() -> None:
 
 @pytest.mark.parametrize(
     ("u", "factor"),
-    [(0.0, 0.9), (0.25, 0.95), (0.5, 1.0), (0.75, 1.05), (1.0 - 1e-12, 1.1)],
+    [(0.0, 1.0), (0.25, 0.975), (0.5, 0.95), (0.75, 0.925), (1.0 - 1e-12, 0.9)],
 )
 def test_due_spreads_by_the_jitter(u: float, factor: float) -> None:
     assert P.jitter == 0.1
     assert P.due(1_000.0, 12, u) == pytest.approx(1_000.0 + at(12) * factor)
 
 
-def test_due_is_exact_at_the_middle_and_within_the_jitter_everywhere() -> None:
-    assert P.due(1_000.0, 12, 0.5) == 1_000.0 + at(12)
+def test_due_is_the_interval_at_most_and_within_the_jitter_below_it() -> None:
+    assert P.due(1_000.0, 12, 0.0) == 1_000.0 + at(12)
     dues = [P.due(0.0, 12, k / 1_000) for k in range(1_000)]
-    assert dues == sorted(dues)
-    assert at(12) * 0.9 == dues[0] <= dues[-1] < at(12) * 1.1
+    assert dues == sorted(dues, reverse=True)
+    assert at(12) == dues[0] >= dues[-1] > at(12) * 0.9
 
 
 def test_due_without_jitter_and_out_of_the_ladder() -> None:

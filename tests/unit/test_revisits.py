@@ -1,7 +1,7 @@
 """Continuous crawling in the frontier and the scheduler: a fetched URL waits in a revisit lane
 (agents/frontier/revisits.py), falls due, is queued and fetched again, moves along the interval
 ladder (agents/policy/revisit.py), is forced by a sitemap's lastmod or ``recrawl_at``, ends gone;
-and ``max_fetches_per_hour`` paces a crawl's requests. A fake clock and jitter 0.5 make each due
+and ``max_fetches_per_hour`` paces a crawl's requests. A fake clock and jitter 0 make each due
 exactly ``fetched_at + interval``."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Crawl:
         self.now = 0.0
         self.store = MemoryStore()
         self.rules = rules(**policy)
-        self.frontier = Frontier(clock=lambda: self.now, jitter=lambda: 0.5)
+        self.frontier = Frontier(clock=lambda: self.now, jitter=lambda: 0.0)
 
     def admit(self, *refs: UrlRef) -> Admission:
         ch = Changes(self.store)
@@ -414,7 +414,7 @@ def test_max_fetches_per_hour_paces_requests_across_origins() -> None:
     origins = [f"http://{name}.test" for name in "abc"]
     seeds = tuple(origin + "/" for origin in origins)
     r = rules(seeds=seeds, recrawl_after=None, max_fetches_per_hour=60)
-    store, frontier = MemoryStore(), Frontier(clock=lambda: 0.0, jitter=lambda: 0.5)
+    store, frontier = MemoryStore(), Frontier(clock=lambda: 0.0, jitter=lambda: 0.0)
     for origin in origins:
         ch = Changes(store)
         refs = tuple(UrlRef(f"{origin}/{i}", 1) for i in range(3))

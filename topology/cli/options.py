@@ -120,7 +120,12 @@ _NUMBERS: tuple[tuple[str, Callable[[str], object], str, str], ...] = (
         "a duration",
         "shortest revisit interval of RSS/Atom feeds (default: min / 4)",
     ),
-    ("recrawl_jitter", float, "a fraction", "spread each due time by +/- this share (0.1)"),
+    (
+        "recrawl_jitter",
+        float,
+        "a fraction",
+        "bring each due time up to this share of its interval sooner (default 0.1)",
+    ),
     (
         "max_fetches_per_hour",
         int,
