@@ -8,6 +8,7 @@ page is reachable from every seed and links cross origins. ``robots.txt`` allows
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,7 +30,7 @@ from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema
 from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
-from tests.httpserver import RecordingServer, html, text
+from tests.httpserver import Handler, RecordingServer, text
 from tests.integration.site_process import RemoteServer
 from tests.integration.site_process import serve_site as serve_site
 
@@ -48,7 +50,20 @@ def build_routes(servers: list[RecordingServer], pages: int) -> None:
             links.append(f'<a href="{nxt.url(page_path(i))}">next origin</a>')
             title = f"<title>o{k} p{i}</title>"
             body = f"<html><head>{title}</head><body>{''.join(links)}</body></html>"
-            srv.routes[page_path(i)] = html(body)
+            srv.routes[page_path(i)] = validated(body)
+
+
+def validated(body: str) -> Handler:
+    """A static page with an ETag of its body, answered 304 (no body) to an If-None-Match
+    that names it: what a continuous crawl's revisits of the site get."""
+    etag = f'"{hashlib.sha1(body.encode()).hexdigest()[:16]}"'
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
+
+    return serve
 
 
 def page_requests(srv: RecordingServer | RemoteServer) -> list[str]:
