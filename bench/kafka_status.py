@@ -27,7 +27,7 @@ def main(crawl_id: str, interval: float) -> None:
     while True:
         t = time.time()
         try:
-            stats, lag = read_status(settings)
+            stats, lag, _revisits = read_status(settings)
         except CrawlError as exc:  # topics not there yet, a slow broker: poll again
             print(f"bench.kafka_status: {exc}", file=sys.stderr)
         else:

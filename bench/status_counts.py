@@ -52,7 +52,7 @@ def main(partitions: int, states: int, runs: int) -> None:
     rows = []
     for _ in range(runs):
         t0, c0 = time.perf_counter(), time.process_time()
-        stats, _lag = kafka_status.read_status(settings)
+        stats, _lag, _revisits = kafka_status.read_status(settings)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert stats["big"].states["fetched"] == states, stats
         t0 = time.perf_counter()
