@@ -30,6 +30,11 @@ class RunContext:
     timeout: float = 1800.0
     profile: Path | None = None  # if set: record a py-spy profile (raw collapsed stacks) here
     stock: bool = False  # competitors without tracking-parameter stripping
+    # requests in flight per origin; None: each runner's default (embedded 1; Kafka 8, 1 with
+    # a delay)
+    per_origin_concurrency: int | None = None
+    # Kafka: seconds of the topology measured idle between ready and seed (``idle_rates``)
+    idle_window_s: float = 0.0
     extra: dict = field(default_factory=dict)
 
     @property

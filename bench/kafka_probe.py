@@ -25,11 +25,17 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.kafka_runner import Topology, drain, http_get, measure, seed, start_topology
-from bench.measure import ServiceMeter
+from bench.kafka_runner import (
+    Topology,
+    drain,
+    http_get,
+    idle_rates,
+    measure,
+    seed,
+    start_topology,
+)
 
 
 def sent(topo: Topology) -> dict[str, float]:
@@ -135,11 +141,7 @@ def main(argv: list[str] | None = None) -> None:
             log_level=args.log_level,
         ) as topo,
     ):
-        worker = topo.procs[0].pid
-
-        idle = ServiceMeter([worker]).start()
-        time.sleep(args.idle)
-        idle_rate = idle.stop() / args.idle
+        idle_rate = idle_rates(topo, args.idle, settle=0.0)["worker"] or 0.0
         sent0 = sent(topo)
         seeded = seed(
             topo,

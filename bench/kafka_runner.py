@@ -375,6 +375,20 @@ def _drop_run_state(python: str, env: dict[str, str]) -> None:
         print(f"bench: could not delete {prefix}'s topics and keyspace: {r.stderr[-300:]}")
 
 
+def idle_rates(topo: Topology, seconds: float, settle: float = 2.0) -> dict[str, float | None]:
+    """CPU-seconds per second of the workers (all together), the broker and Cassandra while
+    the ready topology has nothing to crawl: ``seconds`` measured after ``settle``. What the
+    services use then is not the crawl's (other work may use them too: the machine is shared)."""
+    time.sleep(settle)
+    meters = {
+        "worker": ServiceMeter([p.pid for p in topo.procs]).start(),
+        "kafka": ServiceMeter([topo.kafka_pid]).start() if topo.kafka_pid else None,
+        "cassandra": ServiceMeter([topo.cassandra_pid]).start() if topo.cassandra_pid else None,
+    }
+    time.sleep(seconds)
+    return {k: (m.stop() / seconds if m else None) for k, m in meters.items()}
+
+
 @dataclass
 class Snapshot:
     """The workers' CPU-seconds and peak RSS, and each service's CPU-seconds, since the seed."""
@@ -548,8 +562,10 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
     """The Kafka wiring with ``workers`` workers on the running Kafka and Cassandra: partitions
     ``kafka_partitions(spec)``, concurrency 64, seeded with every root and a budget of
     ``ctx.max_pages`` (else twice the site), drained on the expected pages, measured as
-    ``measure`` says. ctx.profile: every worker runs under ``py-spy record``."""
+    ``measure`` says. ctx.profile: every worker runs under ``py-spy record``;
+    ctx.idle_window_s: ``idle_rates`` before the seed, as "idle_rates" in the result."""
     expected = ctx.spec.expected_pages
+    rates = None
     with start_topology(
         ctx.workdir,
         workers,
@@ -557,7 +573,15 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
         profile=ctx.profile,
         ready_timeout=min(300.0, ctx.timeout),
     ) as topo:
-        seeded = seed(topo, ctx.seeds, delay=ctx.delay, max_pages=ctx.max_pages or 2 * expected)
+        if ctx.idle_window_s:
+            rates = idle_rates(topo, ctx.idle_window_s)
+        seeded = seed(
+            topo,
+            ctx.seeds,
+            delay=ctx.delay,
+            max_pages=ctx.max_pages or 2 * expected,
+            per_origin_concurrency=ctx.per_origin_concurrency,
+        )
         drained = drain(
             topo,
             seeded,
@@ -567,4 +591,7 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
             access_log=ctx.extra.get("access_log"),
         )
         drained.worker_pages = worker_pages(topo)
-    return measure(topo, seeded, drained, rss_samples=bool(ctx.max_pages))
+    result = measure(topo, seeded, drained, rss_samples=bool(ctx.max_pages))
+    if rates is not None:
+        result["idle_rates"] = rates
+    return result

@@ -36,6 +36,11 @@ def _f(v, digits: int = 1) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def _reason(entry: dict) -> str:
+    """Why a crawler did not run, on one line (a traceback would break the table)."""
+    return " ".join(str(entry.get("reason", "")).split()).replace("|", "\\|")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [
         "| " + " | ".join(header) + " |",
@@ -67,6 +72,15 @@ def _command(args: dict) -> str:
         )
         if on
     ]
+    for flag, key, default in (
+        ("--delay-zero", "delay_zero", "4x500"),
+        ("--not-saturated", "not_saturated", "16x100@0.5"),
+        ("--split", "split", "1.5"),
+        ("--idle-seconds", "idle_seconds", 60.0),
+    ):
+        value = args.get(key, default)  # older results files lack the newer options
+        if value != default:
+            parts.append(f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}")
     if args.get("memory") and args.get("memory_budgets") != "1000,10000,50000":
         parts.append(f"--memory-budgets {args['memory_budgets']}")
     if args.get("memory") and args.get("memory_site_pages"):
@@ -109,9 +123,7 @@ def main_section(main: dict) -> list[str]:
     rows = []
     for _, e in _entries(main):
         if e["status"] != "ok" or "median" not in e:
-            rows.append(
-                [e["label"], f"**{e['status']}**: {e.get('reason', '')}"] + [""] * (len(header) - 2)
-            )
+            rows.append([e["label"], f"**{e['status']}**: {_reason(e)}"] + [""] * (len(header) - 2))
             continue
         m = e["median"]
         ratio = m["pages_per_cpu_s"] / scrapy if scrapy and m["pages_per_cpu_s"] else None
@@ -256,7 +268,7 @@ def politeness_section(pol: dict) -> list[str]:
     rows = []
     for _, e in _entries(pol):
         if e["status"] != "ok":
-            rows.append([e["label"], f"**{e['status']}**: {e.get('reason', '')}", *[""] * 9])
+            rows.append([e["label"], f"**{e['status']}**: {_reason(e)}", *[""] * 9])
             continue
         rows.append(
             [
@@ -315,9 +327,7 @@ def memory_section(mem: dict) -> list[str]:
     for _, e in _entries(mem):
         for b, r in e["budgets"].items():
             if r["status"] != "ok":
-                rows.append(
-                    [e["label"], b, f"**{r['status']}**: {r.get('reason', '')}", "", "", "", "", ""]
-                )
+                rows.append([e["label"], b, f"**{r['status']}**: {_reason(r)}", "", "", "", "", ""])
                 continue
             samp = [mb for _, mb in r.get("rss_samples", [])]
             q = [
@@ -414,6 +424,13 @@ def write_chart(results: dict, png: Path) -> None:
 
 
 def write(results: dict, md: Path, png: Path) -> None:
+    md.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(markdown(results, png.name))
+    write_chart(results, png)
+
+
+def markdown(results: dict, chart: str) -> str:
+    """The report of ``results`` (one results file, or several merged), linking ``chart``."""
     env, args = results["env"], results["args"]
     lines = [
         "# Benchmarks: streamcrawl, Scrapy and Crawlee on one synthetic web",
@@ -422,7 +439,7 @@ def write(results: dict, md: Path, png: Path) -> None:
         f"{env['repo_commit']}, in {results['elapsed_s'] / 60:.0f} min. "
         "Do not edit by hand: rerun.",
         "",
-        f"![chart]({png.name})",
+        f"![chart]({chart})",
         "",
         "## Environment",
         "",
@@ -448,18 +465,21 @@ def write(results: dict, md: Path, png: Path) -> None:
         lines += ["## Findings", "", results["notes"].strip(), ""]
     if "politeness" in results:
         lines += politeness_section(results["politeness"])
-    from bench.worker_rows import idle_section, not_saturated_section
+    from bench.cpu_split import split_section
+    from bench.worker_rows import few_origins_section, idle_section, not_saturated_section
 
+    if "delay_zero" in results:
+        lines += few_origins_section(results["delay_zero"])
     if "not_saturated" in results:
         lines += not_saturated_section(results["not_saturated"])
     if "idle" in results:
         lines += idle_section(results["idle"])
+    if "not_saturated" in results:
+        lines += split_section(results)
     if "memory" in results:
         lines += memory_section(results["memory"])
     else:
         lines += ["## Memory run", "", "Not part of this run (`--memory`).", ""]
     if "profiles" in results:
         lines += profile_section(results["profiles"])
-    md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text("\n".join(lines) + "\n")
-    write_chart(results, png)
+    return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
 """The one benchmark command: ``python -m bench.run [options]`` from the repo root.
 
 Generates the synthetic web, serves it with nginx on 127.0.0.1, runs every crawler on it
-(interleaved, ``--runs`` times each), then the politeness-bound run, the memory run (``--memory``)
+(interleaved, ``--runs`` times each), then the politeness-bound run, the Kafka worker's rows
+(few origins at delay 0, not saturated at two delays, idle), the memory run (``--memory``)
 and the profiles, and writes ``docs/benchmarks.md`` and ``docs/benchmarks.png``.  Raw results
 go to ``bench/results/`` (git-ignored).  See bench/README.md.
 
@@ -20,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.cpu_split import MIN_RATE_RATIO  # standard library only, as this module before re-exec
 
 REPO = Path(__file__).resolve().parent.parent
 # Defaults relative to the checkout or the system temp dir: no path of one machine.
@@ -54,7 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="4 origins x 250 pages, 1 run, small politeness run, no profiles",
+        help="4 origins x 250 pages, 1 run, small politeness and few-origins runs, no CPU "
+        "split, no profiles",
     )
     ap.add_argument("--no-politeness", action="store_true")
     ap.add_argument("--politeness-origins", type=int, default=256)
@@ -64,6 +68,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--not-saturated",
         default="16x100@0.5",
         help="ORIGINSxPAGES@DELAY of the Kafka not-saturated row (kafka-1, kafka-2); 'none' skips",
+    )
+    ap.add_argument(
+        "--split",
+        default="1.5",
+        metavar="DELAY",
+        help="second delay of the not-saturated shape (same site, kafka-1 and kafka-2): the "
+        "worker's CPU split into a per-page and a per-second part; 'none' skips",
+    )
+    ap.add_argument(
+        "--delay-zero",
+        default="4x500",
+        metavar="ORIGINSxPAGES",
+        help="few origins at delay 0, one request per origin at a time (kafka-1, and embedded "
+        "for reference); 'none' skips",
     )
     ap.add_argument(
         "--idle-seconds",
@@ -116,16 +134,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if a.quick:
         a.origins, a.pages, a.runs, a.no_profile = 4, 250, 1, True
         a.politeness_origins, a.politeness_pages = 32, 10
+        a.delay_zero, a.split = "2x250", "none"
     a.only = [x.strip() for x in a.only.split(",") if x.strip()]
     bad = set(a.only) - set(ALL)
     if bad:
         ap.error(f"unknown crawler(s) {sorted(bad)}; choose from {ALL}")
+    try:
+        a.not_saturated_shape = shape(a.not_saturated, 0.5)
+        a.delay_zero_shape = shape(a.delay_zero)
+        a.split_delay = None if a.split == "none" else float(a.split)
+    except ValueError as e:
+        ap.error(str(e))
+    if a.not_saturated_shape and a.split_delay:
+        delays = sorted((a.not_saturated_shape[2], a.split_delay))
+        if delays[1] < MIN_RATE_RATIO * delays[0]:  # the fit would be noise
+            ap.error(f"--split: the two delays must differ by {MIN_RATE_RATIO}x at least")
     return a
+
+
+def shape(text: str, default_delay: float = 0.0) -> tuple[int, int, float] | None:
+    """``ORIGINSxPAGES[@DELAY]`` as (origins, pages, delay); None for 'none'."""
+    if text == "none":
+        return None
+    size, _, delay = text.partition("@")
+    origins, _, pages = size.partition("x")
+    try:
+        return int(origins), int(pages), float(delay) if delay else default_delay
+    except ValueError:
+        raise ValueError(f"{text!r}: expected ORIGINSxPAGES[@DELAY] or 'none'") from None
 
 
 # Sections of a results file that are one measurement each: a later file's replaces the first's
 # whole (its rows are compared with each other, never with another run's).
-WHOLE_SECTIONS = ("not_saturated", "idle")
+WHOLE_SECTIONS = ("delay_zero", "not_saturated", "idle")
 
 
 def merge_results(sources: list[Path], exclude_run: list[str]) -> dict:
@@ -209,13 +250,20 @@ def main(argv: list[str] | None = None) -> None:
         )
         results["politeness"] = suite.politeness(psite, args.only, workdir / "politeness", args)
         checkpoint()
+    few = [n for n in args.only if n in ("embedded", "kafka-1")]
+    if few and args.delay_zero_shape:
+        origins, pages, _ = args.delay_zero_shape
+        zsite = suite.ensure_site(workdir, origins, pages, args.base_port + 4000)
+        results["delay_zero"] = suite.few_origins(
+            zsite, few, args.runs, workdir / "delay-zero", args
+        )
+        checkpoint()
     kafka = [n for n in args.only if n in ("kafka-1", "kafka-2")]
-    if kafka and args.not_saturated != "none":
-        size, _, delay = args.not_saturated.partition("@")
-        origins, _, pages = size.partition("x")
-        nsite = suite.ensure_site(workdir, int(origins), int(pages), args.base_port + 3000)
-        results["not_saturated"] = suite.politeness(
-            nsite, kafka, workdir / "not-saturated", args, delay=float(delay or 0.5)
+    if kafka and args.not_saturated_shape:
+        origins, pages, delay = args.not_saturated_shape
+        nsite = suite.ensure_site(workdir, origins, pages, args.base_port + 3000)
+        results["not_saturated"] = suite.not_saturated(
+            nsite, kafka, args.runs, workdir / "not-saturated", args, delay, args.split_delay
         )
         checkpoint()
     if "kafka-1" in args.only and args.idle_seconds > 0:

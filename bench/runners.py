@@ -110,6 +110,11 @@ def embedded_argv(ctx: RunContext) -> list[str]:
     exe = streamcrawl_binary()
     # Without a budget under test, leave room so that the budget never truncates the crawl.
     budget = ctx.max_pages or 2 * ctx.spec.expected_pages
+    per_origin = (
+        []
+        if ctx.per_origin_concurrency is None
+        else ["--per-origin-concurrency", str(ctx.per_origin_concurrency)]
+    )
     return [
         exe,
         "crawl",
@@ -129,6 +134,7 @@ def embedded_argv(ctx: RunContext) -> list[str]:
         "--user-agent",
         "bench-streamcrawl",
         "--json",
+        *per_origin,
     ]
 
 

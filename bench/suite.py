@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import runners
+from bench import cpu_split, runners
 from bench.logs import analyze_file
 from bench.measure import machine_busy_cpu_s
 from bench.profile import summarize
@@ -253,6 +253,89 @@ def politeness(
         else:
             print(f"  {n}: {r['status']}: {r['reason']}", flush=True)
     return out
+
+
+def repeated(
+    spec: SiteSpec, variants: list[tuple[str, str, dict]], runs: int, workdir: Path, args
+) -> dict[str, list[dict]]:
+    """``runs`` rounds; in each, every variant ``(key, crawler, RunContext fields)`` once
+    (interleaved, so drift hits all alike); a variant stops at its first failed run. Each
+    variant's ``_try`` results, in order."""
+    out: dict[str, list[dict]] = {key: [] for key, _, _ in variants}
+    for i in range(runs):
+        for key, name, kw in variants:
+            if out[key] and out[key][-1]["status"] != "ok":
+                continue
+            print(f"[{key}] run {i + 1}/{runs} ...", flush=True)
+            r = _try(name, spec, workdir / f"{key}-{i + 1}", args, **kw)
+            out[key].append(r)
+            if r["status"] != "ok":
+                print(f"  {r['status']}: {r['reason']}", flush=True)
+                continue
+            services = "/".join(
+                "-" if r.get(k) is None else f"{r[k]:.2f}"
+                for k in ("kafka_cpu_s", "cassandra_cpu_s")
+            )
+            print(
+                f"  {r['pages']} pages in {r['wall_s']:.1f} s, {r['cpu_s']:.2f} CPU-s, "
+                f"Kafka/Cassandra {services} CPU-s",
+                flush=True,
+            )
+    return out
+
+
+# Seconds each Kafka run of the shapes below is measured idle before its seed (cpu_split.py).
+IDLE_WINDOW_S = 5.0
+
+
+def few_origins(spec: SiteSpec, names: list[str], runs: int, workdir: Path, args) -> dict:
+    """Few origins at delay 0, one request in flight per origin: the rate is set by how soon a
+    crawler sends an origin's next request after a response. One worker, and the embedded
+    crawl for reference; ``runs`` interleaved runs, medians (``cpu_split.median_row``)."""
+    names = [n for n in names if n in ("embedded", "kafka-1")]
+    variants = []
+    for n in names:
+        idle = 0.0 if n == "embedded" else IDLE_WINDOW_S  # no broker, no Cassandra
+        variants.append((n, n, {"per_origin_concurrency": 1, "idle_window_s": idle}))
+    got = repeated(spec, variants, runs, workdir, args)
+    out: dict = {"_site": _site(spec, per_origin_concurrency=1)}
+    out.update({n: cpu_split.median_row(LABELS[n], got[n]) for n in names})
+    return out
+
+
+def not_saturated(
+    spec: SiteSpec,
+    names: list[str],
+    runs: int,
+    workdir: Path,
+    args,
+    delay: float,
+    split_delay: float | None,
+) -> dict:
+    """The Kafka rows ``names`` on many origins with a long ``delay`` (the rate is set by the
+    delay, not by CPU), ``runs`` interleaved runs, medians; with ``split_delay``, the same at
+    that delay too (``split``), each run with an idle window, and the worker's CPU split into a
+    per-page and a per-second part (``cpu_split``)."""
+    delays = [delay, *([split_delay] if split_delay else [])]
+    idle_s = IDLE_WINDOW_S if split_delay else 0.0
+    variants = [
+        (f"{d:g}s-{n}", n, {"delay": d, "idle_window_s": idle_s}) for d in delays for n in names
+    ]
+    got = repeated(spec, variants, runs, workdir, args)
+
+    def part(d: float) -> dict:
+        rows = {n: cpu_split.median_row(LABELS[n], got[f"{d:g}s-{n}"]) for n in names}
+        return {"_site": _site(spec, delay=d, ideal_pages_per_s=spec.origins / d), **rows}
+
+    out = part(delay)
+    if split_delay:
+        out["split"] = part(split_delay)
+        out["cpu_split"] = cpu_split.split(out)
+    return out
+
+
+def _site(spec: SiteSpec, **more) -> dict:
+    return {"origins": spec.origins, "pages": spec.pages, "expected": spec.expected_pages, **more}
 
 
 def memory(spec: SiteSpec, names: list[str], budgets: list[int], workdir: Path, args) -> dict:

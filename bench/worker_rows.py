@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.cpu_split import less_idle, less_idle_cell
 from bench.kafka_runner import start_topology
 from bench.measure import ServiceMeter
 
@@ -89,35 +90,94 @@ def idle_section(row: dict) -> list[str]:
 
 
 def not_saturated_section(part: dict) -> list[str]:
+    """The not-saturated rows at the section's delay and, when measured (``--split``), at the
+    second delay; a row is a single run (older results) or the medians of its ``runs``."""
     s = part["_site"]
+    parts = [part, *([part["split"]] if part.get("split") else [])]
+    delays = " and ".join(f"{p['_site']['delay']:g} s" for p in parts)
+    ideal = " and ".join(f"{p['_site']['ideal_pages_per_s']:.0f}" for p in parts)
     lines = [
-        f"## Not saturated: {s['origins']} origins x {s['pages']} pages, delay {s['delay']} s",
+        f"## Not saturated: {s['origins']} origins x {s['pages']} pages, delay {delays}",
         "",
-        "The rate is set by the delay (ideal "
-        f"{s['ideal_pages_per_s']:.0f} pages/s), not by CPU: what a page costs a worker when "
-        "the machine has room, with one worker and with two. Min gap: the smallest gap between "
-        "one origin's request arrivals, in the access log and on the wire (bench/wire.py).",
+        f"The rate is set by the delay (ideal {ideal} pages/s), not by CPU: what a page costs "
+        "a worker when the machine has room, with one worker and with two (median of the runs). "
+        "Min gap: the smallest gap between one origin's request arrivals in any run, in the "
+        "access log and on the wire (bench/wire.py).",
         "",
         *_source(part),
-        "| workers | pages | log span s | pages/s | worker CPU s | ms CPU/page | vs 1 worker "
-        "| min gap s (log) | min gap s (wire) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| delay s | workers | runs | pages | log span s | pages/s | worker CPU s | ms CPU/page "
+        "| vs 1 worker | min gap s (log) | min gap s (wire) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    for p in parts:
+        lines += _not_saturated_rows(p)
+    return [*lines, ""]
+
+
+def _not_saturated_rows(part: dict) -> list[str]:
+    delay = f"{part['_site']['delay']:g}"
     one = part.get("kafka-1", {})
     base = one.get("ms_cpu_per_page") if one.get("status") == "ok" else None
+    lines = []
     for name in ("kafka-1", "kafka-2"):
         e = part.get(name)
         if not e:
             continue
         if e.get("status") != "ok":
-            lines.append(f"| {name} | **{e.get('status')}**: {e.get('reason', '')} |||||")
+            lines.append(
+                f"| {delay} | {name[-1]} | **{e.get('status')}**: {e.get('reason', '')} ||||||||"
+            )
             continue
         ms = e["ms_cpu_per_page"]
         ratio = f"{ms / base:.2f}x" if base and ms else "-"
         lines.append(
-            f"| {name[-1]} | {e['pages']:,} | {e['span_s']:.1f} | {e['span_pages_per_s']:.0f} | "
-            f"{e['cpu_s']:.1f} | {ms:.2f} | {ratio} | {_gap(e.get('min_gap'))} | "
-            f"{_gap((e.get('wire') or {}).get('min_gap'))} |"
+            f"| {delay} | {name[-1]} | {len(e.get('runs') or [e])} | {e['pages']:,.0f} | "
+            f"{e['span_s']:.1f} | {e['span_pages_per_s']:.0f} | {e['cpu_s']:.1f} | {ms:.2f} | "
+            f"{ratio} | {_gap(e.get('min_gap'))} | {_gap((e.get('wire') or {}).get('min_gap'))} |"
+        )
+    return lines
+
+
+def few_origins_section(part: dict) -> list[str]:
+    """The few-origins rows at delay 0 (``suite.few_origins``): medians of the runs."""
+    s = part["_site"]
+    lines = [
+        f"## Few origins at delay 0: {s['origins']} origins x {s['pages']} pages, "
+        f"{s['per_origin_concurrency']} request per origin at a time",
+        "",
+        "No delay, but one request in flight per origin: the rate is set by how soon the crawler "
+        "sends an origin's next request once a response is in (median of the runs). Pages/s "
+        "over the access log's span (first request to last response); CPU over *wall s* (as in "
+        "the main table). Broker and Cassandra: their CPU during the row less their idle rate "
+        "(measured before each seed) x wall s, the idle part in brackets.",
+        "",
+        *_source(part),
+        "| crawler | runs | pages | wall s | log span s | pages/s | per origin | CPU s "
+        "| ms CPU/page | CPU / wall | peak RSS MB | broker CPU s less idle (idle) "
+        "| Cassandra CPU s less idle (idle) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ("embedded", "kafka-1"):
+        e = part.get(name)
+        if not e:
+            continue
+        if e.get("status") != "ok":
+            lines.append(
+                f"| {e['label']} | **{e.get('status')}**: {e.get('reason', '')} ||||||||||||"
+            )
+            continue
+        wall, span = e["wall_s"], e["span_s"]
+        rate = e["pages"] / span if span else 0.0
+        rates = e.get("idle_rates") or {}
+        services = [
+            less_idle_cell(less_idle(e.get(f"{svc}_cpu_s"), rates.get(svc), wall))
+            for svc in ("kafka", "cassandra")
+        ]
+        lines.append(
+            f"| {e['label']} | {len(e['runs'])} | {e['pages']:,.0f} / {s['expected']:,} | "
+            f"{wall:.1f} | {span:.1f} | {rate:.0f} | {rate / s['origins']:.1f} | "
+            f"{e['cpu_s']:.2f} | {e['ms_cpu_per_page']:.2f} | {e['cpu_s'] / wall:.0%} | "
+            f"{e['peak_rss_mb']:.0f} | {' | '.join(services)} |"
         )
     return [*lines, ""]
 
