@@ -14,6 +14,22 @@ Kafka messages per page by topic (sent: ``streamcrawl_kafka_messages_sent`` from
 
 ``--profile OUT`` runs the worker under ``py-spy record`` (raw collapsed stacks; py-spy must
 be installed next to this python). The worker log and state are kept in ``--tmp``.
+
+``--revisits S`` seeds a continuous crawl instead (``--recrawl-mode fixed``, every ``S`` s, no
+jitter; the site answers a revisit 304, ``tests/integration/site.py``) and reads it at three
+moments: the seed; a second after the site's log holds every page's first request (the *first
+cycle* ends); once the site has seen ``--revisit-cycles`` x the site's pages of requests since
+(the *revisit window*). Each quantity (CPU of the worker, and of the broker and Cassandra less
+their idle rate; the worker's messages by topic, frontier batches, sink writes; messages stored
+per topic, changelogs included) is split per request: a revisit costs the window's total over
+its requests; a first fetch, the first cycle's total less the revisits it also held (pages due
+again before every page was fetched once) at that cost, over the pages. ``ratio`` is revisit /
+first fetch of the worker's CPU, as ``bench/freshness.py`` reports it for the embedded crawl;
+``answered_304`` is the share of the window's ``pages`` records that are 304s found unchanged.
+One origin's rate is 1/``--delay`` in both phases when the interval is shorter than an origin's
+cycle (pages x delay): revisits are then always due.
+
+    .venv/bin/python -m bench.kafka_probe --origins 4 --pages 100 --delay 0.05 --revisits 3
 """
 
 from __future__ import annotations
@@ -25,9 +41,18 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from bench.kafka_runner import (
+    Drained,
+    Seeded,
     Topology,
     drain,
     http_get,
@@ -37,18 +62,36 @@ from bench.kafka_runner import (
     start_topology,
 )
 
+if TYPE_CHECKING:
+    from tests.integration.site_process import RemoteServer
 
-def sent(topo: Topology) -> dict[str, float]:
-    """Messages the worker has sent so far, by topic (from its ``/metrics``)."""
+T = TypeVar("T")
+
+
+Key = tuple[str, tuple[tuple[str, str], ...]]  # a /metrics sample: its name and sorted labels
+
+
+def metrics(topo: Topology) -> dict[Key, float]:
+    """Every sample of the worker's ``/metrics`` but histogram buckets, by name and labels."""
     from prometheus_client.parser import text_string_to_metric_families
 
     _, text = http_get(topo.ports[0], "/metrics")
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == "streamcrawl_kafka_messages_sent_total":
-                out[s.labels["topic"]] = s.value
-    return out
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if not s.name.endswith(("_bucket", "_created"))
+    }
+
+
+def by_label(values: dict[Key, float], name: str, label: str) -> dict[str, float]:
+    """The samples of ``name`` by the value of their ``label``."""
+    return {dict(labels)[label]: v for (n, labels), v in values.items() if n == name}
+
+
+def sent(topo: Topology) -> dict[str, float]:
+    """Messages the worker has sent so far, by topic (from its ``/metrics``)."""
+    return by_label(metrics(topo), "streamcrawl_kafka_messages_sent_total", "topic")
 
 
 def turnaround(topo: Topology) -> dict[str, float | None]:
@@ -75,33 +118,335 @@ def turnaround(topo: Topology) -> dict[str, float | None]:
     return {"count": count, "within_20ms": round(within / count, 3), "median_le_s": median}
 
 
-def topic_sizes(topo: Topology) -> dict[str, int]:
-    """Messages in every topic of the run's prefix (changelogs included), by end offsets."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+def _with_consumer(topo: Topology, work: Callable[[Any, Any], Awaitable[T]]) -> T:
+    """``await work(consumer, metadata)``: an aiokafka consumer of the run's broker (no group)
+    and the broker's metadata of every topic."""
+    from aiokafka import AIOKafkaConsumer
 
     from streamcrawl.topology.settings import load_settings
     from streamcrawl.topology.worker.clients import aiokafka_connection
 
-    prefix = topo.env["STREAMCRAWL_TOPIC_PREFIX"]
-
-    async def sizes() -> dict[str, int]:
+    async def run() -> T:
         # the security settings (SASL, TLS) come from the environment, as the workers' do
         settings = load_settings(kafka_bootstrap=topo.env["STREAMCRAWL_KAFKA_BOOTSTRAP"])
-        consumer = AIOKafkaConsumer(**aiokafka_connection(settings))
+        consumer = AIOKafkaConsumer(
+            **aiokafka_connection(settings),
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=16 * 2**20,
+        )
         await consumer.start()
         try:
-            meta = await consumer._client.fetch_all_metadata()
-            names = [t for t in meta.topics() if t.startswith(prefix)]
-            tps = [TopicPartition(t, p) for t in names for p in meta.partitions_for_topic(t) or ()]
-            out: dict[str, int] = {}
-            for tp, end in (await consumer.end_offsets(tps)).items():
-                short = tp.topic[len(prefix) :].lstrip(".-")
-                out[short] = out.get(short, 0) + end
-            return out
+            return await work(consumer, await consumer._client.fetch_all_metadata())
         finally:
             await consumer.stop()
 
-    return asyncio.run(sizes())
+    return asyncio.run(run())
+
+
+def topic_sizes(topo: Topology) -> dict[str, int]:
+    """Messages in every topic of the run's prefix (changelogs included), by end offsets."""
+    from aiokafka import TopicPartition
+
+    prefix = topo.env["STREAMCRAWL_TOPIC_PREFIX"]
+
+    async def sizes(consumer: Any, meta: Any) -> dict[str, int]:
+        names = [t for t in meta.topics() if t.startswith(prefix)]
+        tps = [TopicPartition(t, p) for t in names for p in meta.partitions_for_topic(t) or ()]
+        out: dict[str, int] = {}
+        for tp, end in (await consumer.end_offsets(tps)).items():
+            short = tp.topic[len(prefix) :].lstrip(".-")
+            out[short] = out.get(short, 0) + end
+        return out
+
+    return _with_consumer(topo, sizes)
+
+
+class Fetch(msgspec.Struct):
+    """What the probe reads of a ``pages`` record (``streamcrawl.schemas.records.Page``)."""
+
+    fetched_at: float  # the request's start, epoch seconds
+    status: int
+    change: str | None = None  # "new", "changed", "unchanged" (a 304 or the same body), "gone"
+
+
+def page_fetches(topo: Topology, timeout: float = 60.0) -> list[Fetch]:
+    """Every record of the run's ``pages`` topic up to its end offsets when called."""
+    from aiokafka import TopicPartition
+
+    topic = f"{topo.env['STREAMCRAWL_TOPIC_PREFIX']}.pages"
+    decode = msgspec.json.Decoder(Fetch).decode
+
+    async def read(consumer: Any, meta: Any) -> list[Fetch]:
+        tps = [TopicPartition(topic, p) for p in meta.partitions_for_topic(topic) or ()]
+        ends = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        out: list[Fetch] = []
+        left, deadline = set(tps), time.monotonic() + timeout
+        while left and time.monotonic() < deadline:
+            for tp, batch in (await consumer.getmany(*left, timeout_ms=500)).items():
+                out += [decode(m.value) for m in batch if m.offset < ends[tp]]
+            # positions, not offsets: transaction markers take offsets too
+            left = {tp for tp in left if await consumer.position(tp) < ends[tp]}
+        return out
+
+    return _with_consumer(topo, read)
+
+
+# -- --revisits: what a 304 revisit costs against a first fetch -----------------------------
+
+SETTLE_S = 1.0  # the first cycle's last first fetch to its end: the fetch's report and writes
+
+
+def revisit_flags(seconds: float) -> list[str]:
+    """The seed options of a continuous crawl revisiting every URL every ``seconds``."""
+    every = f"{seconds:g}s"
+    return [
+        *("--recrawl-mode", "fixed", "--recrawl-after", every, "--recrawl-min", every),
+        *("--recrawl-jitter", "0"),
+    ]
+
+
+def site_requests(servers: Iterable[RemoteServer]) -> list[tuple[float, str]]:
+    """(arrival time, URL) of every request the site has logged, in arrival order."""
+    return sorted((r.t, s.url(r.path)) for s in servers for r in s.log)
+
+
+def _robots(url: str) -> bool:
+    return url.endswith("/robots.txt")
+
+
+def first_requests(requests: Iterable[tuple[float, str]]) -> dict[str, float]:
+    """Each page's first request time (robots.txt apart), of requests in arrival order."""
+    out: dict[str, float] = {}
+    for t, url in requests:
+        if not _robots(url):
+            out.setdefault(url, t)
+    return out
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Page requests of the first cycle (before ``c``) and the revisit window (``c`` to ``d``):
+    a page's first request is a first fetch, any later one a revisit; robots.txt apart."""
+
+    first: int  # first fetches before c
+    overlap: int  # revisits before c: pages due again while the first cycle still ran
+    revisits: int  # revisits in the window
+    late_first: int  # first fetches in the window: 0 when the first cycle was complete at c
+    robots: tuple[int, int]  # robots.txt requests before c, in the window
+    span: float  # seconds from the first page request to the last one before c
+
+
+def phases(requests: Iterable[tuple[float, str]], c: float, d: float) -> Phases:
+    seen: set[str] = set()
+    n: Counter[tuple[bool, str]] = Counter()
+    before: list[float] = []
+    for t, url in sorted(requests):
+        if t >= d:
+            break
+        window = t >= c
+        kind = "robots" if _robots(url) else "again" if url in seen else "first"
+        n[window, kind] += 1
+        seen.add(url)
+        if not window and kind != "robots":
+            before.append(t)
+    span = before[-1] - before[0] if before else 0.0
+    robots = (n[False, "robots"], n[True, "robots"])
+    return Phases(
+        n[False, "first"], n[False, "again"], n[True, "again"], n[True, "first"], robots, span
+    )
+
+
+def per_request(cycle: float, window: float, p: Phases) -> tuple[float | None, float | None]:
+    """(per first fetch, per revisit) of a quantity that sums to ``cycle`` over the first cycle
+    and to ``window`` over the revisit window: a revisit costs the window's total over its
+    revisits; a first fetch, the cycle's total less its revisits at that cost, over its first
+    fetches (None: no request to divide by)."""
+    if not p.revisits:
+        return None, None
+    revisit = window / p.revisits
+    return ((cycle - revisit * p.overlap) / p.first if p.first else None), revisit
+
+
+@dataclass(frozen=True)
+class Point:
+    """The crawl at one moment: CPU-seconds since the seed (worker, kafka, cassandra; None: not
+    measured) and the worker's metrics."""
+
+    t: float  # epoch seconds
+    cpu: dict[str, float | None]
+    values: dict[Key, float]
+    stored: dict[str, int] = field(default_factory=dict)  # topic_sizes
+    read_s: float = 0.0  # how long reading the topics and metrics took, before ``t``
+
+
+def point(topo: Topology, seeded: Seeded) -> Point:
+    """The slow readings first (the broker's end offsets, then ``/metrics``), the CPU last: a
+    second between them shifts a window's messages against its CPU (seen while crawling)."""
+    began = time.monotonic()
+    stored, values = topic_sizes(topo), metrics(topo)
+    snap = seeded.snapshot()
+    cpu = {"worker": snap.cpu_s, **snap.service_cpu_s}
+    return Point(time.time(), cpu, values, stored, time.monotonic() - began)
+
+
+def _total(values: dict[Key, float], name: str) -> float:
+    return sum(v for (n, _), v in values.items() if n == name)
+
+
+# worker metrics counted per request: (report name, /metrics sample, scale)
+COUNTED = (
+    ("frontier_batches", "streamcrawl_frontier_batch_events_count", 1.0),
+    ("frontier_events", "streamcrawl_frontier_batch_events_sum", 1.0),
+    ("frontier_apply_ms", "streamcrawl_frontier_batch_seconds_sum", 1e3),
+    ("sink_batches", "streamcrawl_sink_write_latency_seconds_count", 1.0),
+    ("sink_write_ms", "streamcrawl_sink_write_latency_seconds_sum", 1e3),
+)
+BY_LABEL = (  # (report prefix, /metrics sample, label)
+    ("sent", "streamcrawl_kafka_messages_sent_total", "topic"),
+    ("sink_records", "streamcrawl_sink_records_total", "kind"),
+)
+
+
+def window_totals(
+    p0: Point, p1: Point, p2: Point, idle: dict[str, float | None]
+) -> dict[str, tuple[float, float]]:
+    """Each quantity over the first cycle (p0 to p1) and the revisit window (p1 to p2): CPU ms
+    (the worker's as measured, and each process's less its idle rate), worker metrics."""
+    out: dict[str, tuple[float, float]] = {}
+
+    def add(name: str, at: list[float | None], rate: float = 0.0) -> None:
+        """``at``: the running total at p0, p1 and p2 (None: not measured)."""
+        a, b, c = at
+        if a is not None and b is not None and c is not None:
+            out[name] = (b - a - rate * (p1.t - p0.t), c - b - rate * (p2.t - p1.t))
+
+    points = (p0, p1, p2)
+    for k in p0.cpu:
+        ms = [None if (v := p.cpu.get(k)) is None else 1e3 * v for p in points]
+        if k == "worker":
+            add("worker_cpu_ms", ms)
+        add(f"{k}_cpu_ms_minus_idle", ms, rate=1e3 * (idle.get(k) or 0.0))
+    for name, sample, scale in COUNTED:
+        add(name, [scale * _total(p.values, sample) for p in points])
+    for prefix, sample, label in BY_LABEL:
+        labelled = [by_label(p.values, sample, label) for p in points]
+        for value in sorted(set(labelled[2])):
+            add(f"{prefix}.{value}", [v.get(value, 0.0) for v in labelled])
+    for topic in sorted(p2.stored):  # changelogs too: the frontier's table writes
+        add(f"stored.{topic}", [p.stored.get(topic, 0) for p in points])
+    return out
+
+
+def revisit_report(
+    p: tuple[Point, Point, Point],
+    requests: list[tuple[float, str]],
+    fetches: list[Fetch],
+    idle: dict[str, float | None],
+) -> dict[str, Any]:
+    """The first cycle and the revisit window per request (``per_request``), their ratio, and
+    the share of the window's page records that are 304s found unchanged."""
+    p0, p1, p2 = p
+    ph = phases(requests, p1.t, p2.t)
+    totals = window_totals(p0, p1, p2, idle)
+    split = {k: per_request(a, b, ph) for k, (a, b) in totals.items()}
+    first = {k: None if f is None else round(f, 3) for k, (f, _) in split.items()}
+    again = {k: None if r is None else round(r, 3) for k, (_, r) in split.items()}
+    seen = [f for f in fetches if p1.t <= f.fetched_at < p2.t]
+    unchanged = sum(f.status == 304 and f.change == "unchanged" for f in seen)
+
+    def ratio(k: str) -> float | None:
+        a, b = first.get(k), again.get(k)
+        return round(b / a, 3) if a and b is not None else None
+
+    def per_batch(i: int) -> float | None:
+        events, batches = (
+            totals.get(k, (0.0, 0.0))[i] for k in ("frontier_events", "frontier_batches")
+        )
+        return round(events / batches, 2) if batches else None
+
+    cycle_requests = ph.first + ph.overlap
+    return {
+        "first_cycle": {
+            "seconds": round(p1.t - p0.t, 2),
+            "first_fetches": ph.first,
+            "revisits": ph.overlap,
+            "robots": ph.robots[0],
+            "requests_per_s": round((cycle_requests - 1) / ph.span, 1) if ph.span else None,
+            "worker_cpu_ms_per_request": round(
+                totals["worker_cpu_ms"][0] / max(cycle_requests, 1), 3
+            ),
+            "frontier_events_per_batch": per_batch(0),
+            "sink_lag_at_end": _total(p1.values, "streamcrawl_sink_consumer_lag"),
+        },
+        "revisit_window": {
+            "seconds": round(p2.t - p1.t, 2),
+            "revisits": ph.revisits,
+            "first_fetches": ph.late_first,
+            "robots": ph.robots[1],
+            "requests_per_s": round(ph.revisits / (p2.t - p1.t), 1),
+            "page_records": len(seen),
+            "answered_304": round(unchanged / len(seen), 4) if seen else None,
+            "frontier_events_per_batch": per_batch(1),
+            "sink_lag_at_end": _total(p2.values, "streamcrawl_sink_consumer_lag"),
+        },
+        "boundary_read_s": [round(p1.read_s, 3), round(p2.read_s, 3)],
+        "ratio": ratio("worker_cpu_ms"),
+        "ratio_minus_idle": ratio("worker_cpu_ms_minus_idle"),
+        "per_first_fetch": first,
+        "per_revisit": again,
+    }
+
+
+def _wait(topo: Topology, done: Callable[[], float | None], deadline: float, what: str) -> float:
+    """Poll ``done`` every second until it returns a value; RuntimeError past ``deadline``."""
+    while (value := done()) is None:
+        topo.check_workers(f" {what}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out {what}")
+        time.sleep(1.0)
+    return value
+
+
+def revisit_probe(
+    args: argparse.Namespace,
+    servers: list[RemoteServer],
+    topo: Topology,
+    idle: dict[str, float | None],
+) -> dict[str, Any]:
+    """Seed a continuous crawl, wait for its first cycle, measure a window of revisits."""
+    pages = args.origins * args.pages
+    m0, stored0 = metrics(topo), topic_sizes(topo)
+    seeded = seed(
+        topo,
+        [s.url("/") for s in servers],
+        delay=args.delay,
+        max_pages=2 * pages,
+        per_origin_concurrency=args.per_origin_concurrency,
+        flags=revisit_flags(args.revisits),
+    )
+    zero = {"worker": 0.0, **{k: 0.0 if m else None for k, m in seeded.services.items()}}
+    p0 = Point(seeded.t0_unix, zero, m0, stored0)
+    deadline = time.monotonic() + args.timeout
+
+    def cycle_done() -> float | None:
+        firsts = first_requests(site_requests(servers))
+        return max(firsts.values()) if len(firsts) >= pages else None
+
+    last_first = _wait(topo, cycle_done, deadline, "in the first cycle")
+    time.sleep(max(0.0, last_first + SETTLE_S - time.time()))
+    p1 = point(topo, seeded)
+
+    def window_done() -> float | None:
+        n = sum(t >= p1.t and not _robots(u) for t, u in site_requests(servers))
+        return n if n >= args.revisit_cycles * pages else None
+
+    _wait(topo, window_done, deadline, "in the revisit window")
+    p2 = point(topo, seeded)
+    time.sleep(SETTLE_S)  # the window's last page records reach the topic
+    report = revisit_report((p0, p1, p2), site_requests(servers), page_fetches(topo), idle)
+    return {**report, "peak_rss_mb": round(seeded.workers.peak_rss_mb, 1)}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -120,7 +465,76 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--profile", metavar="OUT", type=Path, help="py-spy record the worker")
     ap.add_argument("--tmp", help="directory for the worker's state and log (default: temp)")
     ap.add_argument("--json", action="store_true", help="print one JSON line only")
+    ap.add_argument(
+        "--revisits",
+        type=float,
+        metavar="SECONDS",
+        help="a continuous crawl revisiting every page every SECONDS (fixed, no jitter): CPU "
+        "per first fetch against per 304 revisit",
+    )
+    ap.add_argument(
+        "--revisit-cycles",
+        type=float,
+        default=2.0,
+        help="with --revisits: the revisit window holds this many times the site's pages",
+    )
     return ap.parse_args(argv)
+
+
+@dataclass
+class Crawled:
+    """A crawl to its end (``drain``) and what the probe read around it."""
+
+    seeded: Seeded
+    drained: Drained
+    sent0: dict[str, float]
+    sent1: dict[str, float]
+    turns: dict[str, float | None]
+    in_topics: dict[str, int]
+
+
+def crawl(args: argparse.Namespace, servers: list[RemoteServer], topo: Topology) -> Crawled:
+    """Seed every origin's root and drain the crawl."""
+    expected = args.origins * args.pages
+    sent0 = sent(topo)
+    seeded = seed(
+        topo,
+        [s.url("/") for s in servers],
+        delay=args.delay,
+        max_pages=2 * expected,
+        per_origin_concurrency=args.per_origin_concurrency,
+    )
+    drained = drain(topo, seeded, expected_pages=expected, max_pages=None, timeout=args.timeout)
+    return Crawled(seeded, drained, sent0, sent(topo), turnaround(topo), topic_sizes(topo))
+
+
+def crawl_report(topo: Topology, c: Crawled, idle_rate: float) -> dict[str, Any]:
+    """The crawl's figures, once ``topo`` has stopped."""
+    run = measure(topo, c.seeded, c.drained, rss_samples=False)
+    done = sum(c.drained.states.values())
+    wall, cpu_s = run["wall_s"], run["cpu_s"]
+    per_topic = {k: round((v - c.sent0.get(k, 0.0)) / max(done, 1), 3) for k, v in c.sent1.items()}
+    return {
+        "pages": done,
+        "states": c.drained.states,
+        "stalled": c.drained.stalled,
+        "timed_out": c.drained.timed_out,
+        "wall_s": round(wall, 2),
+        "pages_per_s": round(done / wall, 1) if wall else None,
+        "cpu_s": round(cpu_s, 2),
+        "cpu_ms_per_page": round(1000 * cpu_s / max(done, 1), 2),
+        "peak_rss_mb": round(run["peak_rss_mb"], 1),
+        # what an idle worker burns (timers, commits, polls) is spread over the pages: the
+        # same worker on a busier box is slower and shows more ms/page, not more work per page
+        "idle_cpu_ms_per_s": round(1000 * idle_rate, 1),
+        "cpu_ms_per_page_minus_idle": round(1000 * (cpu_s - idle_rate * wall) / max(done, 1), 2),
+        "turnaround": c.turns,  # a request's end to its origin's next dispatch
+        "sent_per_page": per_topic,
+        "in_topics_per_page": {
+            k: round(v / max(done, 1), 3) for k, v in sorted(c.in_topics.items())
+        },
+        "service_cpu_s": run["service_cpu_s"],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -129,7 +543,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     tmp = Path(args.tmp or tempfile.mkdtemp(prefix="kafka-probe-"))
     tmp.mkdir(parents=True, exist_ok=True)
-    expected = args.origins * args.pages
     with (
         serve_site(args.origins, args.pages) as servers,
         start_topology(
@@ -141,44 +554,19 @@ def main(argv: list[str] | None = None) -> None:
             log_level=args.log_level,
         ) as topo,
     ):
-        idle_rate = idle_rates(topo, args.idle, settle=0.0)["worker"] or 0.0
-        sent0 = sent(topo)
-        seeded = seed(
-            topo,
-            [s.url("/") for s in servers],
-            delay=args.delay,
-            max_pages=2 * expected,
-            per_origin_concurrency=args.per_origin_concurrency,
-        )
-        drained = drain(topo, seeded, expected_pages=expected, max_pages=None, timeout=args.timeout)
-        sent1 = sent(topo)
-        turns = turnaround(topo)
-        in_topics = topic_sizes(topo)
-    run = measure(topo, seeded, drained, rss_samples=False)
-    done = sum(drained.states.values())
-    wall, cpu_s = run["wall_s"], run["cpu_s"]
-    per_topic = {k: round((v - sent0.get(k, 0.0)) / max(done, 1), 3) for k, v in sent1.items()}
+        idle = idle_rates(topo, args.idle, settle=0.0)
+        if args.revisits:
+            result = revisit_probe(args, servers, topo, idle)
+        else:
+            crawled = crawl(args, servers, topo)
+    if not args.revisits:
+        result = crawl_report(topo, crawled, idle["worker"] or 0.0)
     result = {
         "site": f"{args.origins}x{args.pages}",
-        "pages": done,
-        "expected": expected,
-        "states": drained.states,
-        "stalled": drained.stalled,
-        "timed_out": drained.timed_out,
-        "wall_s": round(wall, 2),
-        "pages_per_s": round(done / wall, 1) if wall else None,
-        "cpu_s": round(cpu_s, 2),
-        "cpu_ms_per_page": round(1000 * cpu_s / max(done, 1), 2),
-        "peak_rss_mb": round(run["peak_rss_mb"], 1),
-        # what an idle worker burns (timers, commits, polls) is spread over the pages: the
-        # same worker on a busier box is slower and shows more ms/page, not more work per page
-        "idle_cpu_ms_per_s": round(1000 * idle_rate, 1),
-        "cpu_ms_per_page_minus_idle": round(1000 * (cpu_s - idle_rate * wall) / max(done, 1), 2),
+        "expected": args.origins * args.pages,
+        **result,
+        "idle_ms_per_s": {k: None if v is None else round(1e3 * v, 1) for k, v in idle.items()},
         "load_avg_1m": round(os.getloadavg()[0], 2),  # other processes skew the figures
-        "turnaround": turns,  # a request's end to its origin's next dispatch
-        "sent_per_page": per_topic,
-        "in_topics_per_page": {k: round(v / max(done, 1), 3) for k, v in sorted(in_topics.items())},
-        "service_cpu_s": run["service_cpu_s"],
         "worker_exit_codes": topo.exit_codes,
     }
     if args.json:

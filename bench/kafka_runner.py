@@ -26,7 +26,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -423,10 +423,11 @@ def seed(
     delay: float,
     max_pages: int,
     per_origin_concurrency: int | None = None,
+    flags: Sequence[str] = (),
 ) -> Seeded:
     """Start the meters, then ``streamcrawl seed SEEDS --delay D --per-origin-concurrency N
     (default 1 with a delay, else 8) --allow-host 127.0.0.1 --user-agent bench-streamcrawl
-    --max-pages M``."""
+    --max-pages M FLAGS`` (``flags``: more of the seed command's options, e.g. revisits)."""
     workers = ServiceMeter([p.pid for p in topo.procs]).start()
     each = [ServiceMeter([p.pid]).start() for p in topo.procs]
     services = {
@@ -452,6 +453,7 @@ def seed(
         USER_AGENT,
         "--max-pages",
         str(max_pages),
+        *flags,
     ]
     seeded = Seeded(time.monotonic(), time.time(), workers, services, each)
     r = subprocess.run(argv, env=topo.env, capture_output=True, text=True, timeout=300)
