@@ -169,3 +169,49 @@ def test_operating_a_continuous_crawl(tmp_path: Path) -> None:
         assert len(versions) == urls  # the one version of each unchanged page
         refused = cli(cluster.env, "recrawl", "--crawl-id", "nope")
         assert refused.returncode == 1 and "unknown crawl 'nope'" in refused.stderr
+
+
+def test_changes_and_gone_through_the_real_broker(tmp_path: Path) -> None:
+    """A living site through real workers: validators echoed, one `changed` record per change,
+    a 410 confirmed once then `gone` in the page stream, in Cassandra and in the counts."""
+    import json
+
+    from tests.httpserver import RecordingServer
+    from tests.integration.site import Cluster, cli
+    from tests.living_site import LivingSite
+
+    site = LivingSite(["/", "/a", "/b"], sitemap=False)
+    cluster = Cluster.create(tmp_path, partitions=2)
+    try:
+        with RecordingServer(site.routes()) as srv:
+            cluster.start_worker("w1").wait_ready()
+            cluster.seed([srv.url("/")], "live", "--delay", "0.1", *FLAGS)
+            wait_until(lambda: len(site.served("/a")) >= 2, 60, "no revisit of /a")
+            site.change("/a")
+            wait_until(lambda: site.version("/a") == 2 and len(site.served("/a")) >= 4, 60, "/a")
+            site.remove("/b", status=410)
+            wait_until(lambda: site.statuses("/b").count(410) >= 2, 60, "no confirmation")
+            time.sleep(INTERVAL + 1)  # /b must not be asked for again
+            assert site.statuses("/b").count(410) == 2
+            served = [s for p in ("/", "/a", "/b") for s in site.served(p)]
+            gaps = [b - a for a, b in itertools.pairwise(sorted(r.t for r in srv.log))]
+        for path in ("/", "/a"):
+            pairs = list(itertools.pairwise(site.served(path)))
+            assert all(
+                (b.if_none_match, b.if_modified_since) == (a.etag, a.last_modified)
+                for a, b in pairs
+            )
+        assert all(s.body_bytes == 0 for s in served if s.status == 304)
+        assert min(gaps) >= 0.1
+        done = cli(cluster.env, "pages", "--crawl-id", "live", "--from-beginning")
+        records = [json.loads(line) for line in done.stdout.splitlines()]
+        a = [r["change"] for r in records if r["url"] == srv.url("/a")]
+        assert a.count("new") == 1 and a.count("changed") == 1, a
+        b = [r["change"] for r in records if r["url"] == srv.url("/b")]
+        assert b[-1] == "gone" and b.count("gone") == 1, b
+        states = cluster.wait_states(3, timeout=30)
+        assert states[srv.url("/b")] == "gone" and states[srv.url("/a")] == "fetched"
+        status = json.loads(cli(cluster.env, "status", "--crawl-id", "live", "--json").stdout)
+        assert (status["states"]["fetched"], status["states"]["gone"]) == (2, 1)
+    finally:
+        cluster.stop_all()
