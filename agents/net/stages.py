@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -37,7 +38,14 @@ from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
-from streamcrawl.schemas.records import FrontierBatch, Outcome, Page, TerminalState, UrlRef
+from streamcrawl.schemas.records import (
+    Change,
+    FrontierBatch,
+    Outcome,
+    Page,
+    TerminalState,
+    UrlRef,
+)
 
 log = logging.getLogger(__name__)
 
@@ -270,58 +278,61 @@ class Stages:
         )
 
     @staticmethod
-    def _unchanged(d: Dispatch, result: FetchResult, final_url: str) -> Page:
-        """The small record of a revisit that found the page as it was: no body, no links."""
+    def _record(d: Dispatch, change: Change, **fields: Any) -> Page:
+        """A page record of ``d``'s entry: what ``change`` it reports, against the previous
+        fetch's digest and time (a revisit's), and ``fields``."""
         entry = d.entry
-        assert entry is not None and entry.revisit is not None
+        assert entry is not None
         previous = entry.revisit
         return Page(
             crawl_id=entry.crawl_id,
             url=entry.url,
-            final_url=final_url,
             origin=d.origin,
+            depth=entry.depth,
+            change=change,
+            previous_sha256=previous.digest if previous is not None else None,
+            previous_fetched_at=previous.fetched_at if previous is not None else None,
+            **fields,
+        )
+
+    def _unchanged(self, d: Dispatch, result: FetchResult, final_url: str) -> Page:
+        """The small record of a revisit that found the page as it was: no body, no links;
+        ``body_sha256`` is the stored copy's."""
+        assert d.entry is not None and d.entry.revisit is not None
+        return self._record(
+            d,
+            "unchanged",
+            final_url=final_url,
             status=result.status,
             headers=result.headers,
             content_type=result.content_type,
             charset=None,
             title=None,
-            depth=entry.depth,
             fetched_at=result.started_at,
             elapsed_ms=result.elapsed_ms,
-            body_sha256=previous.digest or "",
+            body_sha256=d.entry.revisit.digest or "",
             body_bytes=len(result.body),
             outlinks=0,
             redirects=result.redirects,
-            change="unchanged",
-            previous_sha256=previous.digest,
-            previous_fetched_at=previous.fetched_at,
         )
 
-    @staticmethod
-    def _gone(d: Dispatch, outcome: Outcome) -> Page:
+    def _gone(self, d: Dispatch, outcome: Outcome) -> Page:
         """The record of a page confirmed gone (a second 404/410 in a row)."""
-        entry = d.entry
-        assert entry is not None and entry.revisit is not None and outcome.status is not None
-        previous = entry.revisit
-        return Page(
-            crawl_id=entry.crawl_id,
-            url=entry.url,
-            final_url=entry.url,
-            origin=d.origin,
+        assert d.entry is not None and outcome.status is not None
+        return self._record(
+            d,
+            "gone",
+            final_url=d.entry.url,
             status=outcome.status,
             headers={},
             content_type=None,
             charset=None,
             title=None,
-            depth=entry.depth,
             fetched_at=outcome.started_at,
             elapsed_ms=(outcome.finished_at - outcome.started_at) * 1000.0,
             body_sha256="",
             body_bytes=0,
             outlinks=0,
-            change="gone",
-            previous_sha256=previous.digest,
-            previous_fetched_at=previous.fetched_at,
         )
 
     def _parsed(self, d: Dispatch, result: FetchResult, final_url: str, digest: str) -> Report:
@@ -364,17 +375,15 @@ class Stages:
             batches = merge(
                 batches + group(rules, entry.crawl_id, feed_links, base, final_url, entry.depth + 1)
             )
-        page = Page(
-            crawl_id=entry.crawl_id,
-            url=entry.url,
+        page = self._record(
+            d,
+            "new" if entry.revisit is None else "changed",
             final_url=final_url,
-            origin=d.origin,
             status=result.status,
             headers=result.headers,
             content_type=result.content_type,
             charset=result.charset,
             title=title,
-            depth=entry.depth,
             fetched_at=result.started_at,
             elapsed_ms=result.elapsed_ms,
             body_sha256=digest,
@@ -388,9 +397,6 @@ class Stages:
             links_truncated=record.truncated,
             # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
             body=result.text if policy.wants_bodies() and not noindex else None,
-            change="new" if entry.revisit is None else "changed",
-            previous_sha256=entry.revisit.digest if entry.revisit is not None else None,
-            previous_fetched_at=entry.revisit.fetched_at if entry.revisit is not None else None,
         )
         outcome = self._fetched(d, result, final_url, digest, TerminalState.FETCHED)
         return Report(outcome, page, batches)
