@@ -152,3 +152,23 @@ def test_demo_runs(tmp_path: Path) -> None:
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["states"]["fetched"] == 60
     assert summary["states"]["robots_denied"] == 2
+
+
+def test_a_continuous_crawl_runs_until_ctrl_c_and_reports_its_revisits(tmp_path: Path) -> None:
+    """The README's command that keeps a site fresh: `crawl URL --recrawl-after ...` does not
+    end when every page is fetched; Ctrl-C stops it (130) with its revisits in the summary."""
+    with RecordingServer(chain_site(3)) as srv:
+        proc = subprocess.Popen(
+            [*CLI, "crawl", srv.url("/0"), "--delay", "0.05", "--recrawl-after", "1s",
+             "--recrawl-min", "1s", "--json", "--out", str(tmp_path / "o"),
+             "--state-dir", str(tmp_path / "s")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        _wait_for_requests(srv, 12)  # 4 pages, each fetched, then revisited twice or more
+        assert proc.poll() is None, "a continuous crawl must not end by itself"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    summary = json.loads(out)
+    assert summary["states"]["fetched"] == 4 and summary["revisits"] >= 4
+    assert summary["changes"]["new"] == 4 and summary["changes"]["unchanged"] >= 4
