@@ -314,7 +314,7 @@ class Frontier:
         previous = entry.revisit
         changed = previous is not None and (
             any(s.state is TerminalState.GONE for s in statuses)
-            or (outcome.status != 304 and outcome.digest not in (None, previous.digest))
+            or revisits.changed(previous, outcome)
         )
         return Applied(
             statuses,

@@ -199,6 +199,12 @@ def force(
     return entry
 
 
+def changed(previous: Revisit, outcome: Outcome) -> bool:
+    """Whether a revisit's response differs from the copy of the previous fetch: not a 304,
+    and a body whose digest is another."""
+    return outcome.status != 304 and outcome.digest not in (None, previous.digest)
+
+
 def after_fetch(
     entry: QueueEntry, outcome: Outcome, state: TerminalState, rp: RevisitPolicy, u: float
 ) -> tuple[Revisit | None, bool]:
@@ -219,7 +225,7 @@ def after_fetch(
             level, changed_at = rp.first(kind, entry.changefreq), started
             digest, etag, modified = outcome.digest, outcome.etag, outcome.last_modified
         else:
-            same = outcome.status == 304 or outcome.digest in (None, prev.digest)
+            same = not changed(prev, outcome)
             level = rp.next(prev.level, not same, kind)
             changed_at = prev.changed_at if same else started
             digest = prev.digest if outcome.digest is None else outcome.digest
