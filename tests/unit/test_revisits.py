@@ -38,6 +38,7 @@ from streamcrawl.schemas.records import (
     TerminalState,
     UrlRef,
 )
+from tests.unit.test_frontier import outcome as page_outcome
 
 ORIGIN = "http://a.test"
 X, Y, Z = ORIGIN + "/x", ORIGIN + "/y", ORIGIN + "/z"
@@ -87,17 +88,7 @@ class Crawl:
     def outcome(self, url: str, at: float, state: str = "fetched", **kw: Any) -> Outcome:
         """The outcome of a request for queued ``url`` that started at ``at``."""
         (seq,) = [s for s, e in queued_entries(self.store, self.state(), 100) if e.url == url]
-        return Outcome(
-            crawl_id="c",
-            origin=ORIGIN,
-            kind="page",
-            seq=seq,
-            url=url,
-            state=state,
-            started_at=at,
-            finished_at=at + 0.1,
-            **kw,
-        )
+        return page_outcome(seq, state, started=at, url=url, **kw)
 
     def fetch(self, url: str, at: float, state: str = "fetched", **kw: Any) -> Applied:
         return self.apply(self.outcome(url, at, state, **kw))
