@@ -27,7 +27,10 @@ from msgspec import Meta
 # previous digest and fetch time; the validators and digest of an Outcome and its ``due`` kind;
 # the ``gone`` terminal state. v1-v3 records are still accepted (a crawl without revisits; a
 # page record without ``change``).
-SCHEMA_VERSION = 4
+# v5: web archives (docs/warc.md): ``CrawlPolicy.warc`` and the ``captures`` topic, whose
+# ``Capture`` records carry each fetch's HTTP exchanges as received for the WARC writer. v1-v4
+# records are still accepted (a crawl that writes no archive).
+SCHEMA_VERSION = 5
 
 
 class TerminalState(enum.StrEnum):
@@ -182,6 +185,10 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # that found it new or changed; table ``page_versions``); 0 keeps none. The embedded
     # crawl's pages.jsonl has every fetch already.
     keep_versions: Annotated[int, Meta(ge=0, le=100)] = 0
+    # v5 (``crawl --warc DIR``, ``seed --warc``): every fetch's HTTP exchanges as received
+    # (``Capture``) go to a WARC archive: the embedded crawl writes it, the Kafka workers
+    # publish them on ``captures`` for ``streamcrawl warc`` (docs/warc.md).
+    warc: bool = False
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -433,10 +440,77 @@ class OriginState(msgspec.Struct, kw_only=True):
 
 # Topic name (after ``<prefix>.``) -> value record. ``status`` carries terminal URL states keyed by
 # origin, consumed by the Cassandra sink.
+
+
+# v5: what the WARC writer needs of one fetch (docs/warc.md).
+Truncated = Literal["length", "time", "disconnect", "unspecified"]
+RevisitProfile = Literal["server-not-modified", "identical-payload-digest"]
+CaptureKind = Literal["page", "robots", "sitemap", "feed"]
+
+
+class Exchange(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One HTTP request and its response, as they went over the wire (one hop of a redirect
+    chain). Bytes are base64 in JSON.
+
+    ``request``: the request line and headers as sent, ending in an empty line.
+    ``response``: the status line and headers as received, ending in an empty line; a
+    ``Transfer-Encoding`` header is renamed ``X-Crawler-Transfer-Encoding`` (the payload is
+    stored de-chunked) and, when the response had no ``Content-Length``, one is added with the
+    stored payload's length. ``payload``: the body as received, before any content decoding
+    (still gzip/br when it came so), cut where ``truncated`` says (WARC-Truncated).
+    ``date``: when the request was written (epoch seconds): the records' WARC-Date.
+    ``ip``: the address the connection went to (WARC-IP-Address).
+    """
+
+    target_uri: Url
+    date: float
+    request: bytes
+    response: bytes
+    payload: bytes = b""
+    ip: Annotated[str, Meta(max_length=64)] | None = None
+    truncated: Truncated | None = None
+
+
+class CaptureRevisit(msgspec.Struct, frozen=True, kw_only=True):
+    """The last exchange of a capture repeats an earlier response: a ``revisit`` record of
+    ``profile``, referring to the response record of ``refers_to_uri`` written at
+    ``refers_to_date`` (its record id follows from them: ``agents/sinks/warc``)."""
+
+    profile: RevisitProfile
+    refers_to_uri: Url
+    refers_to_date: float
+
+
+class Capture(msgspec.Struct, frozen=True, kw_only=True):
+    """One fetch's HTTP exchanges for the WARC archive, published on ``captures`` (keyed by
+    origin) by a crawl with ``CrawlPolicy.warc``.
+
+    ``url``: what the crawl asked for (a page, sitemap or feed URL, or the origin's
+    robots.txt); ``exchanges`` in order, redirects first. ``depth``, ``via`` (the page that
+    linked to it), ``outlinks`` (the page's links, canonical) and ``elapsed_ms`` go into the
+    WARC ``metadata`` record. ``revisit``: the last exchange is written as a revisit record.
+    """
+
+    v: int = SCHEMA_VERSION
+    crawl_id: CrawlId
+    origin: Origin
+    url: Url
+    kind: CaptureKind = "page"
+    depth: Annotated[int, Meta(ge=0)] = 0
+    via: Url | None = None
+    elapsed_ms: float = 0.0
+    outlinks: Annotated[tuple[Url, ...], Meta(max_length=MAX_PAGE_LINKS)] = ()
+    exchanges: Annotated[tuple[Exchange, ...], Meta(max_length=101)] = ()
+    revisit: CaptureRevisit | None = None
+
+
 WIRE_RECORDS: dict[str, type[msgspec.Struct]] = {
     "control": CrawlPolicy,
     "frontier": FrontierBatch,
     "outcomes": Outcome,
     "pages": Page,
     "status": UrlStatus,
+    "captures": Capture,
 }
+# The schema version that introduced a topic: its earlier versions publish no schema for it.
+TOPIC_SINCE: dict[str, int] = {"captures": 5}

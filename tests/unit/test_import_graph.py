@@ -128,12 +128,14 @@ LAYERS = {
     "streamcrawl.agents.net": "net",
     "streamcrawl.agents.sinks": "sinks",
     "streamcrawl.agents.sinks.cassandra": "cassandra",
+    "streamcrawl.agents.sinks.warc": "warc",
     "streamcrawl.agents.stream": "stream",
     "streamcrawl.topology": "core",
     "streamcrawl.topology.settings": "settings",
     "streamcrawl.topology.admin": "admin",
     "streamcrawl.topology.worker": "worker",
     "streamcrawl.topology.embedded": "embedded",
+    "streamcrawl.topology.archive": "archive",
     "streamcrawl.topology.cli": "cli",
 }
 
@@ -152,12 +154,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     "net": _PURE | {"frontier"},
     "sinks": _BASE,
     "cassandra": _BASE | {"sinks"},
+    "warc": _BASE | {"sinks"},
     "stream": _STAGES,
     "settings": _BASE | {"policy", "net", "cassandra"},
     "admin": _BASE | {"settings", "sinks", "stream"},
     "worker": _STAGES | {"cassandra", "stream", "settings", "admin"},
-    "embedded": _STAGES | {"settings"},
-    "cli": _STAGES | {"cassandra", "settings", "admin", "worker", "embedded"},
+    "embedded": _STAGES | {"settings", "warc"},
+    "archive": _BASE | {"sinks", "warc", "settings", "admin"},
+    "cli": _STAGES | {"cassandra", "warc", "settings", "admin", "worker", "embedded", "archive"},
 }
 
 # Third-party package -> the layers (or single modules) that may import it.
@@ -165,7 +169,8 @@ THIRD_PARTY = {
     "faust": {"worker"},
     "aiokafka": {"stream", "worker"},
     "mode": {"stream", "worker"},
-    "confluent_kafka": {"admin"},
+    "confluent_kafka": {"admin", "archive"},
+    "warcio": {"warc"},
     "aiohttp": {"net", "streamcrawl.topology.cli.demo"},  # the demo's local web server
     "cassandra": {"cassandra"},
 }

@@ -1,0 +1,1 @@
+"""The Kafka wiring's WARC writer: ``streamcrawl warc`` (docs/warc.md)."""
