@@ -35,6 +35,7 @@ import msgspec
 
 from streamcrawl.agents.content.charset import BodyTooLarge, Decoder, decode_html
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
+from streamcrawl.agents.net.capture import Recorder, record_rest
 from streamcrawl.agents.net.guard import AddressGuard, GuardedConnector, blocked_error
 from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
 from streamcrawl.schemas.records import CrawlPolicy
@@ -237,16 +238,25 @@ def looks_like_html(prefix: bytes) -> bool:
     return head.startswith(_HTML_SIGNATURES) or head.startswith(b"<!--")
 
 
-async def read_body(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool = False) -> bytes:
+async def read_body(
+    resp: aiohttp.ClientResponse,
+    cap: int,
+    *,
+    truncate: bool = False,
+    raw_parts: list[bytes] | None = None,
+) -> bytes:
     """Read and decode ``resp``'s body; ``BodyTooLarge`` once raw or decoded size passes ``cap``.
 
     With ``truncate`` (the robots fetch) the first ``cap`` decoded bytes are returned instead
-    and the rest is not downloaded.
+    and the rest is not downloaded. ``raw_parts`` (a WARC capture) gets every chunk as it came
+    off the connection, before decoding: nothing is read twice.
     """
     decoder = Decoder(resp.headers.get("Content-Encoding"), cap, truncate=truncate)
     parts: list[bytes] = []
     raw = 0
     async for chunk in resp.content.iter_chunked(READ_CHUNK):
+        if raw_parts is not None:
+            raw_parts.append(chunk)
         raw += len(chunk)
         if raw > cap and not truncate:
             raise BodyTooLarge
@@ -299,11 +309,13 @@ async def fetch(
     hop_check: HopCheck,
     hop_delay: float = 0.0,
     validators: Mapping[str, str] | None = None,
+    recorder: Recorder | None = None,
 ) -> FetchResult:
     """GET ``url`` under ``policy``; see the module docstring for what is returned or raised.
 
     ``validators`` (``conditional_headers``) go with the first request only: a redirect's
-    target is another URL, which the validators of this one do not describe.
+    target is another URL, which the validators of this one do not describe. ``recorder`` (a
+    crawl that archives) gets every response's exchange, those that end in an error too.
 
     Each redirect target is resolved against the current URL and passed to ``hop_check``; a
     target already visited in this fetch raises ``redirect_loop``, more than
@@ -315,7 +327,7 @@ async def fetch(
     t0 = time.perf_counter()
     try:
         return await _fetch(
-            session, url, policy, hop_check, started_at, t0, hop_delay, validators or {}
+            session, url, policy, hop_check, started_at, t0, hop_delay, validators or {}, recorder
         )
     except FetchError:
         raise
@@ -348,6 +360,7 @@ async def _fetch(
     t0: float,
     hop_delay: float,
     validators: Mapping[str, str],
+    recorder: Recorder | None,
 ) -> FetchResult:
     current = url
     sent = SentAt()
@@ -391,7 +404,11 @@ async def _fetch(
                 await asyncio.sleep(wait)
         async with hop(session, current, headers, timeout, sent) as resp:
             location = resp.headers.get("Location")
+            if recorder is not None:
+                recorder.begin(resp, sent.at or started_at)
             if resp.status in REDIRECT_STATUSES and location:
+                if recorder is not None:
+                    await record_rest(resp, recorder, policy.max_body)
                 target = resolve_redirect(current, location)
                 if target is None:
                     raise FetchPermanent(
@@ -421,31 +438,45 @@ async def _fetch(
                 current = target
                 headers = plain
                 continue
+            if recorder is not None and resp.status >= 400:
+                await record_rest(resp, recorder, policy.max_body)  # an error page is archived
             _raise_for_status(resp, current)
-            return await _read_result(resp, policy, result)
+            return await _read_result(resp, policy, result, recorder)
 
 
 async def _read_result(
     resp: aiohttp.ClientResponse,
     policy: CrawlPolicy,
     result: Callable[..., FetchResult],
+    recorder: Recorder | None = None,
 ) -> FetchResult:
     """Apply the content-type filter and the size cap, then read, decode and wrap the body."""
     if resp.status >= 300:  # a redirect without Location, 300, 304: nothing worth reading
+        if recorder is not None:
+            await record_rest(resp, recorder, policy.max_body)
         resp.close()
         return result(resp)
     media_type, header_charset = parse_content_type(resp.headers.get("Content-Type"))
     if media_type is not None and media_type not in policy.content_types:
         resp.close()  # drop the connection instead of downloading what we will not use
+        if recorder is not None:
+            recorder.end(truncated="unspecified")  # the head only: its payload was not read
         return result(resp, content_type=media_type, stopped="skipped_content_type")
     if resp.content_length is not None and resp.content_length > policy.max_body:
         resp.close()
+        if recorder is not None:
+            recorder.end(truncated="length")
         return result(resp, content_type=media_type, stopped="too_large")
+    raw: list[bytes] | None = [] if recorder is not None else None
     try:
-        body = await read_body(resp, policy.max_body)
+        body = await read_body(resp, policy.max_body, raw_parts=raw)
     except BodyTooLarge:
         resp.close()
+        if recorder is not None and raw is not None:
+            recorder.end(b"".join(raw)[: policy.max_body], "length")
         return result(resp, content_type=media_type, stopped="too_large")
+    if recorder is not None and raw is not None:
+        recorder.end(b"".join(raw))
     if media_type is None:
         # No Content-Type: keep it only if it sniffs as HTML (what a browser would render).
         if not looks_like_html(body):

@@ -8,10 +8,18 @@ gets the file, through the same session, headers, timeouts, SSRF guard and redir
 from __future__ import annotations
 
 import logging
+import time
 
 import aiohttp
 
-from streamcrawl.agents.net.fetch import SentAt, client_timeout, hop, read_body, request_headers
+from streamcrawl.agents.net.capture import Recorder, record_rest
+from streamcrawl.agents.net.fetch import (
+    SentAt,
+    client_timeout,
+    hop,
+    read_body,
+    request_headers,
+)
 from streamcrawl.agents.net.guard import blocked_error
 from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
 from streamcrawl.agents.robots.rules import (
@@ -27,7 +35,11 @@ log = logging.getLogger(__name__)
 
 
 async def fetch_robots(
-    session: aiohttp.ClientSession, origin: str, policy: CrawlPolicy, sent: SentAt | None = None
+    session: aiohttp.ClientSession,
+    origin: str,
+    policy: CrawlPolicy,
+    sent: SentAt | None = None,
+    recorder: Recorder | None = None,
 ) -> tuple[int | None, str | None]:
     """GET ``origin``/robots.txt; returns ``(status, text)``, never raises for network errors.
 
@@ -38,8 +50,10 @@ async def fetch_robots(
     None. ``(None, None)``: unreachable (DNS, connection refused or reset, timeout).
     ``(ROBOTS_BLOCKED, None)``: the SSRF guard refused an address on the way. ``sent``
     (optional) gets when the last request was written, for the origin's politeness delay.
+    ``recorder`` (a crawl that archives) gets each response's exchange.
     """
     url = robots_url(origin)
+    sent = sent if sent is not None or recorder is None else SentAt()
     status: int | None = None
     headers = request_headers(policy)
     timeout = client_timeout(policy)
@@ -47,6 +61,10 @@ async def fetch_robots(
         for _ in range(ROBOTS_MAX_REDIRECTS + 1):
             async with hop(session, url, headers, timeout, sent) as resp:
                 status = resp.status
+                if recorder is not None:
+                    recorder.begin(resp, sent.at if sent is not None and sent.at else time.time())
+                    if not 200 <= status <= 299:
+                        await record_rest(resp, recorder, ROBOTS_MAX_BYTES)
                 if status in REDIRECT_STATUSES:
                     target = resolve_redirect(url, resp.headers.get("Location"))
                     if target is None:
@@ -56,7 +74,10 @@ async def fetch_robots(
                 if not 200 <= status <= 299:
                     return status, None
                 # One byte over the cap tells robots_text the file was cut: it drops the last line.
-                body = await read_body(resp, ROBOTS_MAX_BYTES + 1, truncate=True)
+                raw: list[bytes] | None = [] if recorder is not None else None
+                body = await read_body(resp, ROBOTS_MAX_BYTES + 1, truncate=True, raw_parts=raw)
+                if recorder is not None and raw is not None:
+                    recorder.end(b"".join(raw), "length" if len(body) > ROBOTS_MAX_BYTES else None)
                 return status, robots_text(body)
         return status, None
     except Exception as exc:

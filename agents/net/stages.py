@@ -32,6 +32,7 @@ from streamcrawl.agents.content.parse import Link, parse_html
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
 from streamcrawl.agents.frontier.revisits import GONE_STATUSES
 from streamcrawl.agents.frontier.scheduler import Dispatch
+from streamcrawl.agents.net.capture import Recorder, page_capture
 from streamcrawl.agents.net.fetch import FetchResult, SentAt, conditional_headers, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
 from streamcrawl.agents.net.robots_fetch import fetch_robots
@@ -39,6 +40,7 @@ from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
 from streamcrawl.schemas.records import (
+    Capture,
     Change,
     FrontierBatch,
     Outcome,
@@ -60,6 +62,8 @@ class Report:
     outcome: Outcome
     page: Page | None = None
     batches: list[FrontierBatch] = field(default_factory=list)
+    # A crawl with ``CrawlPolicy.warc``: the fetch's HTTP exchanges, for the WARC archive.
+    capture: Capture | None = None
     # The stage raised (a bug, or input no stage expected): the outcome is an ``internal``
     # retry; the wirings count it (``streamcrawl_pipeline_stage_failures``).
     failed: bool = False
@@ -138,7 +142,8 @@ class Stages:
     async def _robots(self, d: Dispatch) -> Report:
         sent = SentAt()
         dispatched = time.time()
-        status, body = await fetch_robots(self.session, d.origin, d.rules.policy, sent)
+        recorder = Recorder() if d.rules.policy.warc else None
+        status, body = await fetch_robots(self.session, d.origin, d.rules.policy, sent, recorder)
         outcome = Outcome(
             crawl_id=d.rules.policy.crawl_id,
             origin=d.origin,
@@ -154,9 +159,29 @@ class Stages:
             robots_body=body,
         )
         crawl_id = d.rules.policy.crawl_id
-        return Report(outcome, batches=robots_sitemaps(d.rules, crawl_id, d.origin, status, body))
+        report = Report(outcome, batches=robots_sitemaps(d.rules, crawl_id, d.origin, status, body))
+        if recorder is not None and recorder.exchanges:
+            report.capture = Capture(
+                crawl_id=crawl_id,
+                origin=d.origin,
+                url=outcome.url,
+                kind="robots",
+                elapsed_ms=(outcome.finished_at - dispatched) * 1000.0,
+                exchanges=tuple(recorder.exchanges),
+            )
+        return report
 
     async def _page(self, d: Dispatch) -> Report:
+        if not d.rules.policy.warc:
+            return await self._fetch_page(d, None)
+        recorder = Recorder()
+        started = time.time()
+        report = await self._fetch_page(d, recorder)
+        if recorder.exchanges:
+            report.capture = page_capture(d, report.page, report.outcome.status, recorder, started)
+        return report
+
+    async def _fetch_page(self, d: Dispatch, recorder: Recorder | None) -> Report:
         entry, rules = d.entry, d.rules
         assert entry is not None
         redirect_target: list[str] = []
@@ -189,6 +214,7 @@ class Stages:
                 hop_check=hop_check,
                 hop_delay=d.rules.delay_for(d.robots),
                 validators=validators,
+                recorder=recorder,
             )
         except AddressBlocked as exc:
             # No request left this process: the attempt is not counted (started_at 0).
