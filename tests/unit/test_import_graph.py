@@ -171,6 +171,7 @@ THIRD_PARTY = {
     "mode": {"stream", "worker"},
     "confluent_kafka": {"admin", "archive"},
     "warcio": {"warc"},
+    "isal": {"warc"},
     "aiohttp": {"net", "streamcrawl.topology.cli.demo"},  # the demo's local web server
     "cassandra": {"cassandra"},
 }
