@@ -15,7 +15,12 @@ import msgspec
 
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.schemas.records import CrawlPolicy
-from streamcrawl.topology.cli.options import EXIT_INTERRUPTED, allowed_networks, policy_from_args
+from streamcrawl.topology.cli.options import (
+    EXIT_INTERRUPTED,
+    WARC_MAX_SIZE,
+    allowed_networks,
+    policy_from_args,
+)
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -26,6 +31,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         if policy.recrawl_after is None:
             raise ConfigError("--recrawl-now needs --recrawl-after (a continuous crawl)")
         policy = msgspec.structs.replace(policy, recrawl_at=time.time())
+    if args.warc is not None:
+        policy = msgspec.structs.replace(policy, warc=True)
     summary = run_embedded(
         policy,
         out=args.out,
@@ -34,6 +41,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         progress=not args.no_progress and sys.stderr.isatty(),
         as_json=args.json,
         allow_networks=allowed_networks(args),
+        warc=args.warc,
+        warc_max_size=args.warc_max_size,
     )
     return EXIT_INTERRUPTED if summary["interrupted"] else 0
 
@@ -47,10 +56,13 @@ def run_embedded(
     progress: bool,
     as_json: bool,
     allow_networks: str = "",
+    warc: Path | None = None,
+    warc_max_size: int = WARC_MAX_SIZE,
 ) -> dict[str, object]:
     """Run an embedded crawl with the progress bar and print the summary.
 
     ``allow_networks``: comma-separated CIDRs for the SSRF guard (``ConfigError`` if bad).
+    ``warc``: the directory of the crawl's WARC files (``policy.warc`` must be set).
     """
     from streamcrawl.agents.net.guard import parse_networks
     from streamcrawl.topology.cli.progress import ProgressBar, print_summary
@@ -65,6 +77,8 @@ def run_embedded(
             state_dir=state_dir,
             concurrency=concurrency,
             allow_networks=networks,
+            warc=warc,
+            warc_max_size=warc_max_size,
         )
         install_signal_handlers(crawl)
         with ProgressBar(enabled=progress) as bar:

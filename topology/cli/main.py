@@ -13,9 +13,11 @@ from streamcrawl.topology.cli import kafka_args as commands
 from streamcrawl.topology.cli.options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    WARC_MAX_SIZE,
     OneLineParser,
     add_allow_network_flag,
     add_policy_flags,
+    byte_size,
     positive_int,
 )
 
@@ -56,6 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--recrawl-now",
         action="store_true",
         help="resume a continuous crawl with every URL it fetched due at once",
+    )
+    crawl.add_argument(
+        "--warc",
+        type=Path,
+        metavar="DIR",
+        help="also archive every HTTP exchange in WARC/1.1 files (.warc.gz) in DIR",
+    )
+    crawl.add_argument(
+        "--warc-max-size",
+        type=byte_size,
+        default=WARC_MAX_SIZE,
+        metavar="SIZE",
+        help="start a new WARC file past SIZE (e.g. 500M; default 1G)",
     )
     add_allow_network_flag(crawl)
     add_policy_flags(crawl)

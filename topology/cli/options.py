@@ -72,6 +72,21 @@ def _duration(text: str) -> float:
     return parse_duration(text)
 
 
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+WARC_MAX_SIZE = 1 << 30  # the issue's and Heritrix's default rotation size
+
+
+def byte_size(text: str) -> int:
+    """``"1G"`` -> 1073741824: a positive whole number of bytes, with an optional K/M/G/T
+    suffix (binary; ``KiB`` / ``KB`` / ``k`` read the same)."""
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1:] if value[-1:] in _SIZE_UNITS else ""
+    number = value[: len(value) - len(unit)].strip()
+    if not number.isdigit() or int(number) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 500M or 1G, got {text!r}")
+    return int(number) * _SIZE_UNITS[unit]
+
+
 def _crawl_id(text: str) -> str:
     try:
         return msgspec.convert(text, CrawlId)

@@ -20,6 +20,7 @@ from typing import Protocol
 import msgspec
 
 from streamcrawl.agents.content.listings import merge, seed_sitemaps
+from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.frontier.frontier import (
     Frontier,
     admitted_count,
@@ -35,6 +36,7 @@ from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.net.stages import Report, Stages
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.sinks.files import JsonlOutput
+from streamcrawl.agents.sinks.warc.files import WarcFiles, recover
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
 
 log = logging.getLogger(__name__)
@@ -93,11 +95,16 @@ class EmbeddedCrawl:
         store: Store | None = None,
         allow_networks: Sequence[IPNetwork] = (),
         resolver: Resolver | None = None,
+        warc: Path | None = None,
+        warc_max_size: int = 1 << 30,
     ) -> None:
         """``allow_networks``: non-public networks fetches may reach (the SSRF guard); the
         addresses the seeds' hosts resolve to at start are always allowed, so a local crawl
         works, but a link to any other non-public address is refused (``blocked``).
-        ``resolver``: aiohttp's DNS resolver instead of the system's (tests)."""
+        ``resolver``: aiohttp's DNS resolver instead of the system's (tests). ``warc``: the
+        directory of the WARC archive of a crawl with ``policy.warc`` (docs/warc.md)."""
+        if policy.warc and warc is None:
+            raise ConfigError("a crawl that archives (policy.warc) needs a WARC directory")
         self.policy = policy
         self.allow_networks = tuple(allow_networks)
         self.resolver = resolver
@@ -114,6 +121,9 @@ class EmbeddedCrawl:
         self._stopping = asyncio.Event()
         self._dispatcher: Dispatcher[Report] = Dispatcher(concurrency)
         self._progress: ProgressHook | None = None
+        self.warc_dir = warc
+        self.warc_max_size = warc_max_size
+        self.warc: WarcFiles | None = None
 
     def _rules_for(self, crawl_id: str) -> CrawlRules | None:
         return self.rules if crawl_id == self.policy.crawl_id else None
@@ -158,6 +168,10 @@ class EmbeddedCrawl:
         return max(0, self.policy.max_pages - admitted_count(ch, self.policy.crawl_id))
 
     def _commit(self, ch: Changes, report: Report | None, statuses: list[UrlStatus]) -> None:
+        if report is not None and report.capture is not None and self.warc is not None:
+            # Archived before the state commit: a crash in between fetches the URL again on
+            # resume (a second capture, in a new file), never loses the first.
+            self.warc.write([report.capture])
         page = report.page if report is not None else None
         if page is not None and page.body is not None and not self.policy.store_bodies:
             page = msgspec.structs.replace(page, body=None)  # no page stream here: files only
@@ -211,6 +225,16 @@ class EmbeddedCrawl:
         """Crawl until every queued URL has a terminal state, or until ``stop()``."""
         self._progress = progress
         started = time.monotonic()
+        if self.warc_dir is not None:
+            # A crash left an open file: close it at its last whole record. This run writes
+            # new files (a new serial), never appends to an old one.
+            for path in recover(self.warc_dir):
+                log.warning("closed the WARC file a stopped crawl left open: %s", path)
+            self.warc = WarcFiles(
+                self.warc_dir,
+                max_size=self.warc_max_size,
+                info={"isPartOf": self.policy.crawl_id},
+            )
         self._restore()
         session = make_session(
             self.policy, guard=await self._guard(), limit=self.concurrency, resolver=self.resolver
@@ -237,6 +261,8 @@ class EmbeddedCrawl:
         finally:
             await session.close()
             self.summary.elapsed = time.monotonic() - started
+            if self.warc is not None:
+                self.warc.close()
             self.sink.close()
             self.store.close()
         return self.summary
