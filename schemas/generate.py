@@ -33,6 +33,7 @@ _KEYS = {
 _ORIGIN_KEY = ("origin", "the origin scheme://host[:port] (lowercase, IDNA) as UTF-8 bytes")
 _TOPIC_CONFIGS = {
     "pages": {"compression.type": "zstd"},
+    "captures": {"compression.type": "zstd"},
     "control": {"cleanup.policy": "compact"},
 }
 

@@ -1,18 +1,18 @@
 """The per-worker scheduler and fetcher of the Kafka wiring: reads tables, never writes them.
 
-It keeps ``agents.frontier.scheduler.Scheduler`` (the in-memory politeness index) over the
-origins of the partitions this worker owns, runs ready dispatches through
-``agents.net.stages.Stages`` (in the ``agents.net.dispatch.Dispatcher`` both wirings use) and
-publishes each report: the page to ``pages``, its links to other origins to ``frontier`` (ONE
-batch per origin, merged with other reports' within ``agents.stream.links.WINDOW``), and only
-then the outcome to ``outcomes`` (carrying its own origin's links), all keyed by origin. A page
-fetched without a backoff or a retry frees its origin's concurrency slot as soon as its report
-is in Kafka (``Scheduler.fetched``: the delay still counts from the request's start), so the
-consume round trip is not added to every request of the origin; robots.txt, retries and
-backoffs keep the slot until the frontier agent (same process, the single writer) has applied
-the outcome and calls ``applied`` back with the new origin state. Until then the URL stays at
-its queue head (skipped by the scheduler), so a crash refetches it
-(at-least-once); a report that could not be published frees the slot with the URL still queued.
+It keeps ``agents.frontier.scheduler.Scheduler`` (the in-memory politeness index) over the origins
+of the partitions this worker owns, runs ready dispatches through ``agents.net.stages.Stages`` (in
+the ``agents.net.dispatch.Dispatcher`` both wirings use) and publishes each report: the page to
+``pages`` (and, for a crawl with ``CrawlPolicy.warc``, its capture to ``captures``), its links to
+other origins to ``frontier`` (ONE batch per origin, merged with other reports' within
+``agents.stream.links.WINDOW``), and only then the outcome to ``outcomes`` (carrying its own
+origin's links), all keyed by origin. A page fetched without a backoff or a retry frees its origin's
+concurrency slot as soon as its report is in Kafka (``Scheduler.fetched``: the delay still counts
+from the request's start), so the consume round trip is not added to every request of the origin;
+robots.txt, retries and backoffs keep the slot until the frontier agent (same process, the single
+writer) has applied the outcome and calls ``applied`` back with the new origin state. Until then the
+URL stays at its queue head (skipped by the scheduler), so a crash refetches it (at-least-once); a
+report that could not be published frees the slot with the URL still queued.
 
 Ownership follows the consumer group (``agents.stream.ownership``): nothing new is dispatched
 once Faust's rebalance has begun (``rebalancing``), ``revoke`` before a partition leaves (stop
@@ -402,11 +402,11 @@ class FetchService(Service):
         return True
 
     async def _publish(self, report: Report, d: Dispatch) -> None:
-        """Page and link batches first, the outcome last: once the outcome is applied the URL
-        leaves its queue, so everything it produced must already be in Kafka. The links of the
-        outcome's own origin ride in the outcome (``Outcome.links``) as far as they fit, the
-        others go with other reports' (``LinkBatches``); every value stays within its topic's
-        message size (``report_messages``, ``frontier_values``)."""
+        """Page, capture and link batches first, the outcome last: once the outcome is applied
+        the URL leaves its queue, so everything it produced must already be in Kafka. The links
+        of the outcome's own origin ride in the outcome (``Outcome.links``) as far as they fit,
+        the others go with other reports' (``LinkBatches``); every value stays within its
+        topic's message size (``report_messages``, ``frontier_values``)."""
         messages = report_messages(report, page_bytes=self.page_bytes)
         if messages.trimmed:
             self.metrics.messages_split.inc()
@@ -415,6 +415,9 @@ class FetchService(Service):
         key = messages.origin.encode()
         if messages.pages:
             sends.append(self.publish("pages", [(key, v) for v in messages.pages]))
+        if messages.captures:  # a crawl with CrawlPolicy.warc: for `streamcrawl warc`
+            self.metrics.capture_bytes.inc(sum(len(v) for v in messages.captures))
+            sends.append(self.publish("captures", [(key, v) for v in messages.captures]))
         if messages.batches:
             delay = d.rules.delay_for(d.robots)  # when the origin's next request may start:
             due = report.outcome.started_at + delay if delay > 0 else None

@@ -14,7 +14,10 @@ second, without end. So a report is cut to size before it is sent:
 - a robots.txt body that does not fit (JSON escapes can triple it) is cut at a line end;
 - a page over ``page_bytes`` loses its body, then the links at the end of its ``links``
   (``links_truncated`` set), then its headers: the page row and its state are kept, neither is
-  worth the crawl looping on it.
+  worth the crawl looping on it;
+- a capture (``CrawlPolicy.warc``) over ``page_bytes`` has its largest payloads cut, each then
+  marked ``truncated="length"`` (the WARC-Truncated its records carry), then its outlinks: the
+  capture and every exchange of it are always sent (``_fit_capture``).
 
 No I/O and no Faust: ``report_messages`` is pure, the fetch service sends what it returns.
 """
@@ -31,6 +34,8 @@ from streamcrawl.agents.net.stages import Report
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import (
     MAX_BATCH_URLS,
+    Capture,
+    Exchange,
     FrontierBatch,
     Outcome,
     Outlink,
@@ -52,11 +57,13 @@ _encode_ref = msgspec.json.Encoder().encode
 
 @dataclass
 class Messages:
-    """What to send, in order: ``pages`` values and ``batches`` first, the outcome last."""
+    """What to send, in order: ``pages``, ``captures`` and ``batches`` first, the outcome
+    last."""
 
     outcome: bytes
     origin: str
     pages: list[bytes] = field(default_factory=list)
+    captures: list[bytes] = field(default_factory=list)  # a crawl with ``CrawlPolicy.warc``
     batches: list[FrontierBatch] = field(default_factory=list)  # for ``frontier``, unencoded
     trimmed: bool = False  # something did not fit and was split or cut
 
@@ -65,7 +72,8 @@ def report_messages(
     report: Report, *, page_bytes: int, message_bytes: int = MESSAGE_BYTES
 ) -> Messages:
     """The values a report is published as, each at most its topic's limit (``page_bytes``
-    less ``RECORD_OVERHEAD`` for ``pages``, ``message_bytes`` for the others)."""
+    less ``RECORD_OVERHEAD`` for ``pages`` and ``captures``, ``message_bytes`` for the
+    others)."""
     outcome = report.outcome
     own = [ref for b in report.batches if b.origin == outcome.origin for ref in b.urls]
     out = Messages(outcome=b"", origin=outcome.origin)
@@ -82,6 +90,10 @@ def report_messages(
     if report.page is not None:
         page, cut = _fit_page(report.page, page_bytes - RECORD_OVERHEAD)
         out.pages.append(page)
+        out.trimmed |= cut
+    if report.capture is not None:
+        capture, cut = _fit_capture(report.capture, page_bytes - RECORD_OVERHEAD)
+        out.captures.append(capture)
         out.trimmed |= cut
     return out
 
@@ -110,7 +122,7 @@ def _outcome_value(
     return value, tuple(links[kept:])
 
 
-def _take(refs: Iterable[UrlRef | Outlink], room: int) -> int:
+def _take(refs: Iterable[UrlRef | Outlink | str], room: int) -> int:
     """How many of ``refs`` (from the start) fit in ``room`` encoded bytes, as a JSON array."""
     used = n = 0
     for ref in refs:
@@ -175,3 +187,34 @@ def _fit_links(page: Page, limit: int) -> Page:
     if n == len(page.links):
         return page
     return msgspec.structs.replace(bare, links=page.links[:n])
+
+
+def _fit_capture(capture: Capture, limit: int) -> tuple[bytes, bool]:
+    """The encoded capture within ``limit`` bytes, and whether anything was cut: the largest
+    payload first, as often as needed (each cut one marked ``truncated="length"``), then the
+    outlinks from the end. Every exchange stays, its request and response heads whole, so
+    heads alone over ``limit`` leave it over: the broker refuses the report, which the fetch
+    service then publishes as a failed attempt (no loop).
+    """
+    value = encode(capture)
+    if len(value) <= limit:
+        return value, False
+    exchanges = list(capture.exchanges)
+    while len(value) > limit and any(x.payload for x in exchanges):
+        i = max(range(len(exchanges)), key=lambda j: len(exchanges[j].payload))
+        exchanges[i] = _cut_payload(exchanges[i], len(value) - limit)
+        value = encode(msgspec.structs.replace(capture, exchanges=tuple(exchanges)))
+    capture = msgspec.structs.replace(capture, exchanges=tuple(exchanges))
+    if len(value) > limit and capture.outlinks:
+        room = limit - len(encode(msgspec.structs.replace(capture, outlinks=())))
+        n = _take(capture.outlinks, room)
+        capture = msgspec.structs.replace(capture, outlinks=capture.outlinks[:n])
+        value = encode(capture)
+    return value, True
+
+
+def _cut_payload(exchange: Exchange, over: int) -> Exchange:
+    """``exchange`` with ``over`` encoded bytes less payload (base64: 4 characters per 3
+    bytes), or none at all, marked ``truncated="length"``."""
+    keep = max(0, len(exchange.payload) - (over * 3 + 3) // 4 - 3)
+    return msgspec.structs.replace(exchange, payload=exchange.payload[:keep], truncated="length")

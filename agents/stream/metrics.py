@@ -188,6 +188,12 @@ class Metrics:
             ["what"],
             registry=r,
         )
+        self.capture_bytes = Counter(
+            "streamcrawl_kafka_capture_bytes",
+            "Bytes of the capture values published on captures (crawls that archive WARC), "
+            "before the producer's compression.",
+            registry=r,
+        )
         self.messages_split = Counter(
             "streamcrawl_kafka_reports_split",
             "Reports split or cut to fit the topics' message size.",

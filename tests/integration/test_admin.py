@@ -22,7 +22,7 @@ from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
-SHORT = ("frontier", "outcomes", "pages", "status", "control", "counts")
+SHORT = ("frontier", "outcomes", "pages", "status", "control", "counts", "captures")
 
 
 def kafka_settings(bootstrap: str, prefix: str, partitions: int = 3) -> Settings:
@@ -58,9 +58,10 @@ def test_create_topics_is_idempotent_and_applies_configs(
     client = AdminClient(admin_config.librdkafka_config(settings))
     partitions = admin.existing_partitions(client, settings)
     assert {partitions[f"{topic_prefix}.{short}"] for short in SHORT} == {3}
-    pages = topic_config(client, f"{topic_prefix}.pages")
-    assert pages["compression.type"] == "zstd"
-    assert pages["max.message.bytes"] == str(settings.max_message_bytes)
+    for short in ("pages", "captures"):  # page bodies, raw payloads: as big, compressed
+        configs = topic_config(client, f"{topic_prefix}.{short}")
+        assert configs["compression.type"] == "zstd"
+        assert configs["max.message.bytes"] == str(settings.max_message_bytes)
     assert topic_config(client, f"{topic_prefix}.control")["cleanup.policy"] == "compact"
     assert topic_config(client, f"{topic_prefix}.status")["cleanup.policy"] == "delete"
     for name in changelogs:  # Faust's table changelogs: same partitions, compacted

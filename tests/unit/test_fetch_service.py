@@ -17,6 +17,7 @@ from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
+from tests.captures import capture
 from tests.outcomes import page_fetched
 from tests.unit.test_kafka_messages import page
 
@@ -264,3 +265,47 @@ async def test_links_wait_no_window_once_nothing_is_being_fetched() -> None:
         svc.stopping = True
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
+
+
+class CapturingStages(Stages):
+    """A crawl with ``CrawlPolicy.warc``: every report has a page and the fetch's capture."""
+
+    async def run(self, d: Dispatch) -> Report:
+        report = await super().run(d)
+        assert d.entry is not None
+        return Report(report.outcome, page(), capture=capture(d.entry.url.removeprefix(ORIGIN)))
+
+
+async def test_a_capture_goes_to_captures_with_the_page_before_the_outcome() -> None:
+    """Once the outcome is applied the URL leaves its queue: its capture must be in Kafka
+    already, keyed by origin like the page."""
+    policy = CrawlPolicy(crawl_id="c", seeds=(ORIGIN + "/",), obey_robots=False, delay=0.0)
+    store, rules = _one_url(policy)
+    sent: list[tuple[str, bytes, bytes]] = []
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        sent.extend((short, k, v) for k, v in items)
+
+    svc = _service(store, rules, publish)
+    svc._stages = CapturingStages()  # type: ignore[assignment]
+    await _run_for(svc, 0.3)
+    shorts = [short for short, _, _ in sent]
+    assert sorted(shorts[:-1]) == ["captures", "pages"] and shorts[-1] == "outcomes"
+    ((_, key, value),) = [m for m in sent if m[0] == "captures"]
+    assert key == ORIGIN.encode() and decode("captures", value) == capture("/x")
+    total = svc.metrics.registry.get_sample_value("streamcrawl_kafka_capture_bytes_total")
+    assert total == len(value)
+
+
+async def test_without_a_capture_nothing_goes_to_captures() -> None:
+    policy = CrawlPolicy(crawl_id="c", seeds=(ORIGIN + "/",), obey_robots=False, delay=0.0)
+    store, rules = _one_url(policy)
+    sent: list[str] = []
+
+    async def publish(short: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        sent.extend(short for _ in items)
+
+    svc = _service(store, rules, publish)
+    svc._stages = PageStages()  # type: ignore[assignment]
+    await _run_for(svc, 0.3)
+    assert sent == ["pages", "outcomes"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import msgspec
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamcrawl.agents.net.stages import Report
 from streamcrawl.agents.stream.messages import (
@@ -13,15 +15,17 @@ from streamcrawl.agents.stream.messages import (
     frontier_values,
     report_messages,
 )
-from streamcrawl.schemas.codec import decode
+from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import (
     MAX_PAGE_LINKS,
+    Capture,
     FrontierBatch,
     Outcome,
     Outlink,
     Page,
     UrlRef,
 )
+from tests.captures import capture
 
 OWN, OTHER = "http://a.test", "http://b.test"
 PARENT = OWN + "/links"
@@ -180,3 +184,75 @@ def test_a_cut_page_passes_the_producers_own_size_check_with_the_longest_key() -
     for p in (page(body="x" * 3_000_000), page(links=outlinks(100_000))):
         (value,) = report_messages(Report(outcome(), p), page_bytes=1 << 20).pages
         assert DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, []) <= 1 << 20
+
+
+# --- captures (crawls with CrawlPolicy.warc) ---------------------------------------------------
+
+
+def test_a_report_without_a_capture_sends_none() -> None:
+    """Crawls that do not archive pay nothing: the stages hand no capture, nothing goes out."""
+    msgs = report_messages(Report(outcome(), page()), page_bytes=1 << 20)
+    assert msgs.captures == [] and not msgs.trimmed
+
+
+def test_a_capture_that_fits_is_sent_whole() -> None:
+    whole = capture("/", b"x" * 100_000, outlinks=(OWN + "/a",))
+    msgs = report_messages(Report(outcome(), page(), capture=whole), page_bytes=1 << 20)
+    assert msgs.captures == [encode(whole)] and not msgs.trimmed
+
+
+def test_a_capture_over_the_limit_loses_payload_from_its_largest_exchange() -> None:
+    """Never dropped: the largest payload is cut (WARC-Truncated: length), the others and
+    every head stay as they were."""
+    big, small = bytes(range(256)) * 4_000, b"y" * 20_000  # 1,024,000 and 20,000 bytes
+    whole = capture("/", small, big)
+    limit = 400_000
+    msgs = report_messages(Report(outcome(), None, capture=whole), page_bytes=limit)
+    (value,) = msgs.captures
+    sent: Capture = decode("captures", value)
+    assert msgs.trimmed and limit - RECORD_OVERHEAD - 16 <= len(value) <= limit - RECORD_OVERHEAD
+    first, last = sent.exchanges
+    assert first == whole.exchanges[0]  # the small one is whole
+    assert last.truncated == "length" and big.startswith(last.payload)
+    assert 0 < len(last.payload) < len(big)
+    assert (last.request, last.response) == (
+        whole.exchanges[1].request,
+        whole.exchanges[1].response,
+    )
+    assert msgspec.structs.replace(sent, exchanges=()) == msgspec.structs.replace(
+        whole, exchanges=()
+    )
+
+
+def test_a_capture_whose_payloads_alone_are_not_enough_loses_outlinks_from_the_end() -> None:
+    links = tuple(f"{OWN}/{'p' * 1000}/{i}" for i in range(1_000))  # ~1 MB of outlinks
+    whole = capture("/", b"z" * 500_000, outlinks=links)
+    msgs = report_messages(Report(outcome(), None, capture=whole), page_bytes=600_000)
+    (value,) = msgs.captures
+    sent: Capture = decode("captures", value)
+    assert len(value) <= 600_000 - RECORD_OVERHEAD
+    assert sent.exchanges[0].payload == b"" and sent.exchanges[0].truncated == "length"
+    assert 0 < len(sent.outlinks) < len(links) and sent.outlinks == links[: len(sent.outlinks)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 400_000), min_size=1, max_size=6),
+    limit=st.integers(40_000, 1_200_000),
+)
+def test_a_cut_capture_fits_and_keeps_prefixes_of_its_payloads(
+    sizes: list[int], limit: int
+) -> None:
+    payloads = [bytes([i]) * n for i, n in enumerate(sizes)]
+    whole = capture("/", *payloads)
+    (value,) = report_messages(Report(outcome(), None, capture=whole), page_bytes=limit).captures
+    assert len(value) <= limit - RECORD_OVERHEAD
+    sent: Capture = decode("captures", value)
+    assert len(sent.exchanges) == len(payloads)
+    for before, after in zip(whole.exchanges, sent.exchanges, strict=True):
+        assert before.payload.startswith(after.payload)
+        cut = len(after.payload) < len(before.payload)
+        assert (after.truncated == "length") == cut
+        assert msgspec.structs.replace(after, payload=b"", truncated=None) == (
+            msgspec.structs.replace(before, payload=b"")
+        )

@@ -10,6 +10,9 @@ Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partiti
 ``<prefix>.control``   CrawlPolicy keyed by crawl id; ``cleanup.policy=compact``
 ``<prefix>.counts``    PartitionCounts (agents/stream/counts.py): partition p = frontier partition
                        p's terminal-state counts; compacted; read by ``status``
+``<prefix>.captures``  Capture (a fetch's HTTP exchanges, crawls with ``CrawlPolicy.warc`` only),
+                       keyed by origin; zstd, ``max.message.bytes`` as ``pages``; read by
+                       ``streamcrawl warc`` (group ``warc_group``)
 =====================  =========================================================================
 
 Faust's own changelog and repartition topics are created by Faust, not here.
@@ -47,7 +50,7 @@ from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts")
+TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts", "captures")
 # Faust's table changelogs. Created here, not left to the worker: a worker that creates them
 # itself can read the broker's metadata before the new topic is in it and then crash-loops on
 # "changelog topic has 0 partitions" (seen with a KRaft broker).
@@ -71,6 +74,12 @@ def sink_group(settings: Settings) -> str:
     return f"{settings.topic_prefix}-sink"
 
 
+def warc_group(settings: Settings) -> str:
+    """The consumer group of the WARC writers (``streamcrawl warc``, ``captures`` into WARC
+    files); several writers share it, each writing its own files."""
+    return f"{settings.topic_prefix}-warc"
+
+
 def changelog_name(settings: Settings, table: str) -> str:
     """Faust's name for the changelog topic of ``table``."""
     return f"{app_id(settings)}-{table}-changelog"
@@ -83,6 +92,8 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
         "compression.type": "zstd",
         "max.message.bytes": str(settings.max_message_bytes),
     }
+    # Raw payloads (still gzip when they came so), as big as pages: the same limit.
+    configs["captures"] = dict(configs["pages"])
     configs["control"] = {"cleanup.policy": "compact"}
     # Partition p's last message is its whole count (agents/stream/counts.py); compaction only
     # bounds the topic's size, so rolled segments are cleaned early.
