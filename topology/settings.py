@@ -2,8 +2,8 @@
 
 Per-crawl behaviour (scope, delay, robots...) is not here: it is a
 ``streamcrawl.schemas.records.CrawlPolicy`` published with the crawl. These settings say where the
-services are and how big the worker is, and (``seed_*``) the revisit policy ``streamcrawl seed``
-gives a crawl whose command line does not set it.
+services are and how big the worker is, and (``seed_*``) the policy fields ``streamcrawl seed``
+gives a crawl whose command line does not set them.
 """
 
 from __future__ import annotations
@@ -145,6 +145,11 @@ class Settings(BaseSettings):
         le=100,  # CrawlPolicy.keep_versions' own bounds
         description="`streamcrawl seed` without --keep-versions: Cassandra keeps the digest, "
         "status and fetch time of each page's N newest versions; 0: the latest copy only.",
+    )
+    seed_warc: bool = Field(
+        False,
+        description="`streamcrawl seed` archives every crawl as with --warc: the workers publish "
+        "each fetch's HTTP exchanges on the captures topic for `streamcrawl warc`.",
     )
 
     @field_validator("kafka_bootstrap", "cassandra_hosts")

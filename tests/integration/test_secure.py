@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import json
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -142,6 +143,7 @@ KAFKA_COMMANDS = [
     ["pause", "--crawl-id", "refused"],
     ["status"],
     ["worker"],
+    ["warc", "--out", str(Path(tempfile.gettempdir()) / "streamcrawl-refused-warc")],
 ]
 REFUSED_WITHIN_S = 8.0  # under the 10 s connect timeout: the refusal itself was recognised
 

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import logging
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from streamcrawl.agents.sinks.warc import index as warc_index
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.admin import topics as admin
+from streamcrawl.topology.archive import writer as archive_writer
 from streamcrawl.topology.cli import crawl as crawl_command
 from streamcrawl.topology.cli import demo, kafka_commands
 from streamcrawl.topology.cli import main as cli
@@ -116,6 +119,15 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
             yield Message(encode(page()))  # a page of crawl "c"
             yield Message(encode(msgspec.structs.replace(page(), change="unchanged")))
 
+        def open_writer(settings: Any, out: Path, **kwargs: Any) -> None:
+            seen.update(kwargs, out=out)
+            raise Handed
+
+        def cdxj_lines(paths: Any) -> list[str]:
+            return ["test,a)/ 20260101000000 {}"]
+
+        monkeypatch.setattr(archive_writer, "open_writer", open_writer)
+        monkeypatch.setattr(warc_index, "cdxj_lines", cdxj_lines)
         monkeypatch.setattr(crawl_command, "run_embedded", embedded)
         monkeypatch.setattr(demo, "run_embedded", embedded)
         monkeypatch.setattr(demo, "serve_demo_site", demo_site)
@@ -152,7 +164,10 @@ BASE = {
     "stop": ["stop", "--crawl-id", "c"],
     "recrawl": ["recrawl", "--crawl-id", "c"],
     "admin": ["admin", "create-topics"],
+    "warc": ["warc", "--out", "/x/warc"],
+    "index": ["warc", "index", tempfile.gettempdir()],
 }
+INDEX_FILE = Path(tempfile.gettempdir()) / "streamcrawl-test-flags.cdxj"
 
 
 def policy(field: str) -> Callable[[dict[str, Any]], Any]:
@@ -264,6 +279,16 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         lambda seen: seen["policy"].recrawl_at > 1.7e9,
         True,
     ),
+    ("crawl", "--warc"): (
+        ["--warc", "/x/warc"],
+        lambda seen: (seen["warc"], seen["policy"].warc),
+        (Path("/x/warc"), True),
+    ),
+    ("crawl", "--warc-max-size"): (
+        ["--warc-max-size", "5M"],
+        lambda seen: seen["warc_max_size"],
+        5 << 20,
+    ),
     ("crawl", "--json"): (["--json"], lambda seen: seen["as_json"], True),
     ("crawl", "--no-progress"): (["--no-progress"], lambda seen: seen["progress"], False),
     ("crawl", "--allow-network"): (
@@ -302,6 +327,19 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
     ("status", "--exact"): (["--exact"], lambda seen: seen["exact"], True),
     # seed only: the embedded crawl's pages.jsonl has every version already
     ("seed", "--keep-versions"): (["--keep-versions", "3"], policy("keep_versions"), 3),
+    ("seed", "--warc"): (["--warc"], policy("warc"), True),
+    ("warc", "--out"): (["--out", "/x/other"], lambda seen: seen["out"], Path("/x/other")),
+    ("warc", "--warc-max-size"): (
+        ["--warc-max-size", "500M"],
+        lambda seen: seen["max_size"],
+        500 << 20,
+    ),
+    ("warc", "--prefix"): (["--prefix", "arch"], lambda seen: seen["prefix"], "arch"),
+    ("index", "-o"): (
+        ["-o", str(INDEX_FILE)],
+        lambda seen: (seen["stdout"], INDEX_FILE.is_file() and INDEX_FILE.read_text()),
+        ("", "test,a)/ 20260101000000 {}\n"),
+    ),
     ("admin", "--partitions"): (["--partitions", "5"], setting("partitions"), 5),
     ("admin", "--replication-factor"): (
         ["--replication-factor", "3"],

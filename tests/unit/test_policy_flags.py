@@ -76,6 +76,7 @@ NO_FLAG = {
     "honor_noindex", "honor_x_robots_tag", "max_redirects", "content_types", "state",
     "recrawl_at",  # set by `streamcrawl recrawl`, not by a flag of crawl or seed
     "keep_versions",  # seed's own --keep-versions (tests/unit/test_cli_flags.py)
+    "warc",  # seed's --warc, crawl's --warc DIR: own flags (tests/unit/test_cli_flags.py)
 }  # fmt: skip
 
 

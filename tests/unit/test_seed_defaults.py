@@ -53,19 +53,21 @@ def seed_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
 
 def test_the_settings_read_durations_as_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     seed_env(monkeypatch, recrawl_after="1d", recrawl_min="2h", recrawl_max="4w")
-    seed_env(monkeypatch, recrawl_mode="fixed", keep_versions="3")
+    seed_env(monkeypatch, recrawl_mode="fixed", keep_versions="3", warc="true")
     assert load_settings().seed_policy() == {
         "recrawl_after": DAY,
         "recrawl_min": 7200.0,
         "recrawl_max": 28 * DAY,
         "recrawl_mode": "fixed",
         "keep_versions": 3,
+        "warc": True,
     }
 
 
 def test_unset_or_empty_settings_set_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().seed_policy() == {}
     seed_env(monkeypatch, recrawl_after="", recrawl_min=" ", recrawl_mode="", keep_versions="0")
+    seed_env(monkeypatch, warc="false")
     assert load_settings().seed_policy() == {}
 
 
@@ -79,6 +81,7 @@ def test_unset_or_empty_settings_set_nothing(monkeypatch: pytest.MonkeyPatch) ->
         ({"recrawl_mode": "sometimes"}, "SEED_RECRAWL_MODE: Input should be 'adaptive'"),
         ({"keep_versions": "101"}, "SEED_KEEP_VERSIONS: Input should be less than"),
         ({"keep_versions": "-1"}, "SEED_KEEP_VERSIONS: Input should be greater than"),
+        ({"warc": "sometimes"}, "SEED_WARC: Input should be a valid boolean"),
         (
             {"recrawl_after": "1h", "recrawl_min": "2h"},
             r"seed revisit bounds do not hold: need STREAMCRAWL_SEED_RECRAWL_MIN \(7200 s\) <= "
@@ -106,6 +109,13 @@ def test_seed_without_flags_crawls_once_by_default(monkeypatch: pytest.MonkeyPat
         "adaptive",
         0,
     )
+    assert not policy.warc  # no captures: the crawl pays no raw payloads on the broker
+
+
+def test_seed_warc_asks_the_workers_for_captures(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert published(monkeypatch, "--warc").warc
+    seed_env(monkeypatch, warc="true")  # the chart's seedDefaults.warc
+    assert published(monkeypatch).warc
 
 
 def test_seed_without_flags_gets_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

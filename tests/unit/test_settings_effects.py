@@ -336,9 +336,10 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
             build(s).fetch["page_bytes"],
             build(s).sink[0][1],
             admin.topic_configs(s)["pages"]["max.message.bytes"],
+            admin.topic_configs(s)["captures"]["max.message.bytes"],
             admin_config.librdkafka_producer_config(s)["message.max.bytes"],
         ),
-        (2097152,) * 4 + ("2097152", 2097152),
+        (2097152,) * 4 + ("2097152", "2097152", 2097152),
     ),
     "log_level": ({}, "ERROR", lambda s, b, mp: worker_run(s, mp)[0], "ERROR"),
     "unready_after_s": ({}, 90.0, lambda s, build, mp: build(s).health["unready_after"], 90.0),
@@ -348,6 +349,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
     "seed_recrawl_max": ({"seed_recrawl_after": "1d"}, "30d", seeded("recrawl_max"), 30 * 86_400.0),
     "seed_recrawl_mode": ({"seed_recrawl_after": "1d"}, "fixed", seeded("recrawl_mode"), "fixed"),
     "seed_keep_versions": ({}, 3, seeded("keep_versions"), 3),
+    "seed_warc": ({}, True, seeded("warc"), True),
 }
 
 

@@ -1,4 +1,5 @@
-"""Sub-commands of the Kafka wiring: worker, seed, pages, status, pause/resume/stop, admin.
+"""Sub-commands of the Kafka wiring: worker, seed, pages, status, pause/resume/stop, recrawl,
+admin, warc.
 
 The parsers live here so ``streamcrawl --help`` lists every command; the implementations live
 in ``topology.cli.kafka_commands`` and are imported only when one of them runs.
@@ -8,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from streamcrawl.topology.cli.options import (
+    WARC_MAX_SIZE,
     _policy_value,
     add_allow_network_flag,
     add_policy_flags,
+    byte_size,
 )
 
 KAFKA_COMMANDS = (
-    "worker", "seed", "pages", "status", "pause", "resume", "stop", "recrawl", "admin",
+    "worker", "seed", "pages", "status", "pause", "resume", "stop", "recrawl", "admin", "warc",
 )  # fmt: skip
 
 
@@ -61,6 +65,12 @@ def add_kafka_commands(sub: Any) -> None:
         metavar="N",
         help="Cassandra keeps the digest, status and fetch time of each page's N newest "
         "versions (table page_versions; default 0: the latest copy only)",
+    )
+    seed.add_argument(
+        "--warc",
+        action="store_true",
+        help="archive the crawl: workers publish every fetch's HTTP exchanges on the captures "
+        "topic, which `streamcrawl warc` writes to WARC files (docs/warc.md)",
     )
 
     pages = sub.add_parser("pages", help="print the page stream as JSON lines")
@@ -106,6 +116,38 @@ def add_kafka_commands(sub: Any) -> None:
         "--replication-factor",
         type=int,
         help="topic replication (env STREAMCRAWL_REPLICATION_FACTOR)",
+    )
+    _warc_command(sub)
+
+
+def _warc_command(sub: Any) -> None:
+    """``warc --out DIR``: the WARC writer; ``warc index DIR``: the CDXJ index of its files."""
+    warc = sub.add_parser(
+        "warc",
+        help="write the captures of crawls seeded with --warc into WARC files "
+        "(`warc index DIR`: their CDXJ index)",
+    )
+    warc.add_argument(
+        "--out", type=Path, metavar="DIR", help="directory of the WARC files (required to write)"
+    )
+    warc.add_argument(
+        "--warc-max-size",
+        type=byte_size,
+        default=WARC_MAX_SIZE,
+        metavar="SIZE",
+        help="start a new WARC file past SIZE (e.g. 500M; default 1G)",
+    )
+    warc.add_argument(
+        "--prefix", default="streamcrawl", help="WARC file name prefix (default streamcrawl)"
+    )
+    _service_flags(warc)
+    actions = warc.add_subparsers(dest="warc_action", metavar="index")
+    index = actions.add_parser(
+        "index", help="print the CDXJ index of the closed WARC files of DIR (duplicates dropped)"
+    )
+    index.add_argument("directory", type=Path, metavar="DIR")
+    index.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write the index to FILE, not stdout"
     )
 
 

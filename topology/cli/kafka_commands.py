@@ -5,7 +5,8 @@ the flags (``None`` = not given) and then the ``STREAMCRAWL_*`` environment. A b
 ``ConfigError`` (exit 2, one line); an unreachable Kafka or Cassandra raises ``CrawlError`` whose
 message says what to check (exit 1).
 
-Sections: admin, status, pages, pause/resume/stop; ``worker`` and ``seed`` follow at the end.
+Sections: admin, status, pages, pause/resume/stop; ``worker``, ``seed`` and ``warc``
+(``topology/cli/warc.py``) follow at the end.
 """
 
 from __future__ import annotations
@@ -316,11 +317,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
     """``seed URL... [--crawl-id ID] [policy flags]``: publish the crawl spec on ``control``,
     then ONE frontier batch per seed origin (keyed by origin, murmur2 like the workers).
 
-    The ``seed_*`` settings (``STREAMCRAWL_SEED_*``, the chart's ``seedDefaults``) fill the
-    revisit fields the command line left at their default: a flag wins; the revisit bounds and
-    mode apply only to a crawl that revisits. Prints the crawl id (generated when not given).
-    Raises ConfigError for a policy that does not hold, defaults included, and CrawlError if
-    Kafka is unreachable or refuses a message.
+    The ``seed_*`` settings (``STREAMCRAWL_SEED_*``, the chart's ``seedDefaults``) fill the revisit
+    fields, ``keep_versions`` and ``warc`` the command line left at their default: a flag wins; the
+    revisit bounds and mode apply only to a crawl that revisits. Prints the crawl id (generated when
+    not given). Raises ConfigError for a policy that does not hold, defaults included, and
+    CrawlError if Kafka is unreachable or refuses a message.
     """
     from streamcrawl.agents.content.listings import seed_sitemaps
     from streamcrawl.agents.errors import ConfigError
@@ -346,8 +347,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{exc} (seed defaults applied: {applied}; a flag overrides each)"
         ) from None
-    # seed's own policy flag (topology/cli/kafka_args.py), bounded by its argparse type
-    policy = msgspec.structs.replace(policy, keep_versions=args.keep_versions)
+    # seed's own policy flags (topology/cli/kafka_args.py), bounded by their argparse types
+    policy = msgspec.structs.replace(policy, keep_versions=args.keep_versions, warc=args.warc)
     admin.publish_control(settings, policy)  # the spec first: workers wait for it, bounded
     rules = CrawlRules.from_policy(policy)
     by_origin: dict[str, list[UrlRef]] = {}
@@ -363,3 +364,13 @@ def cmd_seed(args: argparse.Namespace) -> int:
     admin.publish(settings, "frontier", ((b.origin.encode(), encode(b)) for b in batches), "seeds")
     print(crawl_id)
     return 0
+
+
+def cmd_warc(args: argparse.Namespace) -> int:
+    """``warc --out DIR``: write ``captures`` into WARC files until SIGTERM/SIGINT (exit 0);
+    ``warc index DIR [-o FILE]``: their CDXJ index (``topology/cli/warc.py``)."""
+    from streamcrawl.topology.cli import warc
+
+    if args.warc_action == "index":
+        return warc.cmd_index(args.directory, args.output)
+    return warc.cmd_write(args, _settings(args))
