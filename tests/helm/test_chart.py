@@ -116,6 +116,17 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def statefulset(docs: list[dict[str, Any]], component: str = "worker") -> dict[str, Any]:
+    """The StatefulSet of ``component`` (``worker``, or ``warc``: the WARC writer)."""
+    found = [
+        d
+        for d in of_kind(docs, "StatefulSet")
+        if d["metadata"]["labels"]["app.kubernetes.io/component"] == component
+    ]
+    assert len(found) == 1, f"expected one {component} StatefulSet, got {len(found)}"
+    return found[0]
+
+
 def pod_specs(docs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for doc in docs:
         if doc["kind"] in {"StatefulSet", "Deployment", "Job", "DaemonSet"}:
@@ -266,7 +277,7 @@ def ca_secret_of(
 
 def test_production_values_wire_every_credential(helm: str) -> None:
     docs = list(_render(helm, "ci/production-values.yaml"))
-    sts = one(docs, "StatefulSet")
+    sts = statefulset(docs)
     env = container_env(docs, sts["spec"]["template"]["spec"]["containers"][0])
     for name in (
         "STREAMCRAWL_KAFKA_SASL_PASSWORD",
@@ -383,7 +394,7 @@ def test_documented_commands_parse(doc: str) -> None:
 
 
 def test_worker_statefulset(manifests: list[dict[str, Any]]) -> None:
-    sts = one(manifests, "StatefulSet")
+    sts = statefulset(manifests)
     spec = sts["spec"]
     pod = spec["template"]["spec"]
     (worker,) = [c for c in pod["containers"] if c["name"] == "worker"]
@@ -421,7 +432,7 @@ def test_worker_statefulset(manifests: list[dict[str, Any]]) -> None:
 
 
 def test_production_pods_schedule_as_asked(helm: str) -> None:
-    pod = one(list(_render(helm, "ci/production-values.yaml")), "StatefulSet")["spec"]["template"]
+    pod = statefulset(list(_render(helm, "ci/production-values.yaml")))["spec"]["template"]
     spec = pod["spec"]
     assert spec["nodeSelector"] and spec["tolerations"] and spec["affinity"]
     assert len(spec["topologySpreadConstraints"]) == 2
@@ -454,7 +465,7 @@ def test_setup_hooks_run_in_order_before_the_workers(helm: str) -> None:
 
 
 def test_hooks_get_the_same_settings_as_the_workers(manifests: list[dict[str, Any]]) -> None:
-    sts = one(manifests, "StatefulSet")
+    sts = statefulset(manifests)
     worker_env = container_env(manifests, sts["spec"]["template"]["spec"]["containers"][0])
     for job in of_kind(manifests, "Job"):
         job_env = container_env(manifests, job["spec"]["template"]["spec"]["containers"][0])
@@ -470,7 +481,7 @@ def partitions(docs: list[dict[str, Any]]) -> int:
 
 def test_replicas_never_exceed_partitions(manifests: list[dict[str, Any]]) -> None:
     limit = partitions(manifests)
-    sts = one(manifests, "StatefulSet")
+    sts = statefulset(manifests)
     scalers = of_kind(manifests, "HorizontalPodAutoscaler") + of_kind(manifests, "ScaledObject")
     assert scalers or "replicas" in sts["spec"]
     assert sts["spec"].get("replicas", 0) <= limit
@@ -514,6 +525,7 @@ TOO_MANY = "must not exceed kafka.partitions"
         "kafka.partitions=2",
         "autoscaling.enabled=true,autoscaling.type=keda,autoscaling.maxReplicas=13",
         "autoscaling.enabled=true,autoscaling.type=hpa,autoscaling.maxReplicas=13",
+        "warc.enabled=true,warc.replicas=13",
     ],
 )
 def test_render_fails_when_replicas_exceed_partitions(helm: str, values: str) -> None:
@@ -622,7 +634,7 @@ def test_production_network_policy_allows_dns_services_and_public_addresses_only
 
     docs = list(_render(helm, "ci/production-values.yaml"))
     policy = one(docs, "NetworkPolicy")
-    worker = one(docs, "StatefulSet")
+    worker = statefulset(docs)
     spec = policy["spec"]
     assert spec["podSelector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
     assert spec["policyTypes"] == ["Egress"]

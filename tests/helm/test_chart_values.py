@@ -55,6 +55,7 @@ CONTEXTS: dict[str, dict[str, Any]] = {
     "kafka.tls.": {"kafka": {"securityProtocol": "SSL", "tls": {"caSecret": "kafka-ca"}}},
     "cassandra.auth.": {"cassandra": {"auth": {"existingSecret": "cassandra-user"}}},
     "cassandra.tls.ca": {"cassandra": {"tls": {"enabled": True, "caSecret": "cassandra-ca"}}},
+    "warc.": {"warc": {"enabled": True}},
     "networkPolicy.": {
         "networkPolicy": {
             "enabled": True,
@@ -111,6 +112,15 @@ CHANGES: dict[str, Any] = {
     "seedDefaults.recrawlMin": "1h",
     "seedDefaults.recrawlMax": "30d",
     "seedDefaults.recrawlMode": "fixed",
+    "warc.maxSize": "500M",
+    "warc.resources.requests.cpu": "200m",
+    "warc.resources.requests.memory": "384Mi",
+    "warc.resources.limits.memory": "1Gi",
+    "warc.tolerations": [{"key": "archive", "operator": "Exists", "effect": "NoSchedule"}],
+    "warc.persistence.size": "1Ti",
+    "warc.persistence.accessModes": ["ReadWriteOncePod"],
+    "warc.persistence.whenDeleted": "Delete",
+    "warc.persistence.whenScaled": "Delete",
 }
 
 
@@ -236,7 +246,7 @@ def test_seed_defaults_render_only_when_set(
     """``seedDefaults`` are the worker pods' ``seed_*`` settings when set, and absent when empty
     (the default: a crawl seeded there fetches each URL once unless its flags say otherwise)."""
     seed = {"recrawlAfter": "1d", "recrawlMin": "2h", "recrawlMax": "30d", "recrawlMode": "fixed"}
-    values = {"seedDefaults": seed | {"keepVersions": 5}}
+    values = {"seedDefaults": seed | {"keepVersions": 5, "warc": True}}
     docs = [d for d in yaml.safe_load_all(render(helm, values, tmp_path, "seed")) if d]
     (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]
     assert {k: v for k, v in data.items() if k.startswith("STREAMCRAWL_SEED_")} == {
@@ -245,6 +255,7 @@ def test_seed_defaults_render_only_when_set(
         "STREAMCRAWL_SEED_RECRAWL_MAX": "30d",
         "STREAMCRAWL_SEED_RECRAWL_MODE": "fixed",
         "STREAMCRAWL_SEED_KEEP_VERSIONS": "5",
+        "STREAMCRAWL_SEED_WARC": "true",
     }
     for name, value in data.items():
         monkeypatch.setenv(name, value)
@@ -254,6 +265,7 @@ def test_seed_defaults_render_only_when_set(
         "recrawl_max": 30 * 86_400.0,
         "recrawl_mode": "fixed",
         "keep_versions": 5,
+        "warc": True,
     }
     docs = [d for d in yaml.safe_load_all(render(helm, {}, tmp_path, "default")) if d]
     (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]

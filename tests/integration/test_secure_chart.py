@@ -4,21 +4,29 @@ The chart is rendered for SASL_SSL Kafka and TLS + password Cassandra with every
 CA in a Secret; the Secrets are then "mounted" the way the kubelet would (``secretKeyRef``
 values from the services' credentials, secret volumes as files), and what the pods would run
 runs here: the ``create-topics`` and ``create-schema`` hook Jobs, then the worker of the
-StatefulSet until it is ready. A wrong variable name, mount path or Secret key in the chart
-fails here, not in a cluster.
+StatefulSet until it is ready; and the ``warc`` component's writer, until it has written a
+capture. A wrong variable name, mount path or Secret key in the chart fails here, not in a
+cluster.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from warcio.archiveiterator import ArchiveIterator
 
+from streamcrawl.schemas.codec import encode
+from streamcrawl.topology.admin import topics as admin
+from streamcrawl.topology.settings import load_settings
+from tests.captures import capture
 from tests.helm.test_chart import container_env, streamcrawl_containers, template
 from tests.helm.test_chart import helm as helm  # the fixture: Helm from scripts/ensure-helm.sh
 from tests.integration.site import STREAMCRAWL, Worker, free_port
@@ -42,7 +50,7 @@ def the_secrets(services: dict[str, str]) -> dict[str, dict[str, str]]:
     }
 
 
-def render(helm: str, services: dict[str, str], tag: str) -> list[dict[str, Any]]:
+def render(helm: str, services: dict[str, str], tag: str, *extra: str) -> list[dict[str, Any]]:
     values = {
         "kafka.bootstrap": services["STREAMCRAWL_KAFKA_BOOTSTRAP"],
         "kafka.topicPrefix": f"chart-{tag}",
@@ -59,7 +67,7 @@ def render(helm: str, services: dict[str, str], tag: str) -> list[dict[str, Any]
     }
     args = [f"--set-string={k}={v}" for k, v in values.items()]
     typed = "cassandra.tls.enabled=true,kafka.partitions=2,worker.replicas=1"
-    proc = template(helm, *args, "--set", typed)
+    proc = template(helm, *args, "--set", typed, *extra)
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
@@ -147,3 +155,47 @@ def test_the_charts_hooks_and_worker_run_against_the_secured_services(
     finally:
         proc.kill()
         proc.wait(30)
+
+
+def test_the_charts_warc_writer_runs_against_the_secured_services(
+    helm: str, secure_services: dict[str, str], tmp_path: Path
+) -> None:
+    """The ``warc`` component's pod, as rendered: it reaches the SASL_SSL Kafka with the
+    workers' Secrets and CA, writes a capture published there, and exits 0 on SIGTERM."""
+    docs = render(helm, secure_services, uuid.uuid4().hex[:10], "--set", "warc.enabled=true")
+    secrets = the_secrets(secure_services)
+    pods = {d["metadata"]["name"]: (d, spec, c) for d, spec, c in streamcrawl_containers(docs)}
+    (topics_job,) = [n for n in pods if n.endswith("create-topics")]
+    _, spec, container = pods[topics_job]
+    env = run_env(pod_env(docs, spec, container, secrets, tmp_path / "hook"))
+    done = subprocess.run(
+        [STREAMCRAWL, *container["args"]], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    (writer,) = [n for n in pods if pods[n][0]["kind"] == "StatefulSet" and n.endswith("-warc")]
+    _, spec, container = pods[writer]
+    out = tmp_path / "warc"  # the pod's volume, here
+    args = [str(out) if a == "/warc" else a for a in container["args"]]
+    env = run_env(pod_env(docs, spec, container, secrets, tmp_path / "writer"))
+    prefix = "STREAMCRAWL_"
+    pod = {k.removeprefix(prefix).lower(): v for k, v in env.items() if k.startswith(prefix)}
+    settings = load_settings(**pod)  # the pod's own settings, credentials included
+    archived = capture("/secure", crawl_id="secure")
+    admin.publish(settings, "captures", [(archived.origin.encode(), encode(archived))])
+    log = tmp_path / "warc.log"
+    with log.open("ab") as stderr:
+        proc = subprocess.Popen([STREAMCRAWL, *args], env=env, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob("*.open")):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, log.read_text()
+    finally:
+        proc.kill()
+        proc.wait(30)
+    (path,) = out.glob("*.warc.gz")
+    with path.open("rb") as fh:
+        uris = [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(fh)]
+    assert archived.url in uris

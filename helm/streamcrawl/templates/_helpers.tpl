@@ -23,6 +23,10 @@
 {{- printf "%s-worker" (include "streamcrawl.fullname" .) | trunc 52 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- define "streamcrawl.warc.fullname" -}}
+{{- printf "%s-warc" (include "streamcrawl.fullname" .) | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "streamcrawl.config.fullname" -}}
 {{- printf "%s-config" (include "streamcrawl.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -69,6 +73,16 @@ app.kubernetes.io/component: worker
 {{- define "streamcrawl.worker.labels" -}}
 {{ include "streamcrawl.labels" . }}
 app.kubernetes.io/component: worker
+{{- end -}}
+
+{{- define "streamcrawl.warc.selectorLabels" -}}
+{{ include "streamcrawl.selectorLabels" . }}
+app.kubernetes.io/component: warc
+{{- end -}}
+
+{{- define "streamcrawl.warc.labels" -}}
+{{ include "streamcrawl.labels" . }}
+app.kubernetes.io/component: warc
 {{- end -}}
 
 {{- define "streamcrawl.admin.labels" -}}
@@ -137,6 +151,7 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
 {{- with .recrawlMax }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_MAX" . }}{{ end -}}
 {{- with .recrawlMode }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_MODE" . }}{{ end -}}
 {{- with .keepVersions }}{{ $_ := set $s "STREAMCRAWL_SEED_KEEP_VERSIONS" (toString (int .)) }}{{ end -}}
+{{- if .warc }}{{ $_ := set $s "STREAMCRAWL_SEED_WARC" "true" }}{{ end -}}
 {{- end -}}
 {{- toYaml $s -}}
 {{- end -}}
@@ -251,6 +266,9 @@ when their TLS is on. */}}
 {{- $a := .Values.autoscaling -}}
 {{- if and (not $a.enabled) (gt (int .Values.worker.replicas) $partitions) -}}
 {{- fail (printf "worker.replicas (%d) must not exceed kafka.partitions (%d): a worker beyond the partition count gets no partition and sits idle. Lower worker.replicas or raise the partition count first (docs/kubernetes.md, \"Scale by partitions\")." (int .Values.worker.replicas) $partitions) -}}
+{{- end -}}
+{{- if and .Values.warc.enabled (gt (int .Values.warc.replicas) $partitions) -}}
+{{- fail (printf "warc.replicas (%d) must not exceed kafka.partitions (%d): a WARC writer beyond the partition count gets no partition and sits idle." (int .Values.warc.replicas) $partitions) -}}
 {{- end -}}
 {{- if $a.enabled -}}
 {{- if gt (int $a.maxReplicas) $partitions -}}
