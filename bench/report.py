@@ -4,24 +4,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.run import ALL
+
 ORDER = [
     "embedded",
+    "embedded-warc",
     "kafka-1",
     "kafka-1-rerun",
     "kafka-2",
     "kafka-2-rerun",
     "scrapy",
     "crawlee",
+    "wget",
 ]
 # Targets as multiples of Scrapy's pages per CPU-second in the same run (docs/benchmarks.md)
 TARGETS = {"embedded": 8.0, "kafka-1": 4.8, "kafka-2": 4.8}
 SHORT = {
     "embedded": "streamcrawl\nembedded",
+    "embedded-warc": "streamcrawl\nembedded --warc",
     "kafka-1": "streamcrawl\nKafka, 1 worker",
     "kafka-1-rerun": "streamcrawl\nKafka, 1 worker\n(rerun)",
     "kafka-2": "streamcrawl\nKafka, 2 workers",
     "scrapy": "Scrapy",
     "crawlee": "Crawlee",
+    "wget": "wget --warc-file",
 }
 # Reference CPU per page, not measured by this bench (another machine, the 16 x 1000 site):
 # shown beside the measured figures for comparison.
@@ -60,7 +66,7 @@ def _command(args: dict) -> str:
         f"--pages {args['pages']}",
         f"--runs {args['runs']}",
     ]
-    if args["only"] != ["scrapy", "crawlee", "embedded", "kafka-1", "kafka-2"]:
+    if args["only"] != ALL:
         parts.append("--only " + ",".join(args["only"]))
     parts += [
         flag
@@ -461,6 +467,9 @@ def markdown(results: dict, chart: str) -> str:
         lines += [f"- `{m['file']}`: `{m['command']}`" for m in results["merged_from"]]
         lines += [""]
     lines += main_section(results["main"])
+    from bench.warc_rows import warc_section
+
+    lines += warc_section(results["main"], results.get("warc"))
     if results.get("notes"):
         lines += ["## Findings", "", results["notes"].strip(), ""]
     if "politeness" in results:

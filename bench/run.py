@@ -1,7 +1,8 @@
 """The one benchmark command: ``python -m bench.run [options]`` from the repo root.
 
 Generates the synthetic web, serves it with nginx on 127.0.0.1, runs every crawler on it
-(interleaved, ``--runs`` times each), then the politeness-bound run, the Kafka worker's rows
+(interleaved, ``--runs`` times each), validates the WARC files of the crawlers that archive
+and compares their archives, then the politeness-bound run, the Kafka worker's rows
 (few origins at delay 0, not saturated at two delays, idle), the memory run (``--memory``)
 and the profiles, and writes ``docs/benchmarks.md`` and ``docs/benchmarks.png``.  Raw results
 go to ``bench/results/`` (git-ignored).  See bench/README.md.
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Defaults relative to the checkout or the system temp dir: no path of one machine.
 VENV = Path(os.environ.get("STREAMCRAWL_BENCH_VENV") or REPO / ".bench-venv")
 REQUIREMENTS = Path(__file__).with_name("requirements.txt")
-ALL = ["scrapy", "crawlee", "embedded", "kafka-1", "kafka-2"]
+ALL = ["scrapy", "crawlee", "embedded", "embedded-warc", "wget", "kafka-1", "kafka-2"]
 
 
 def ensure_bench_venv() -> None:
@@ -53,12 +54,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--origins", type=int, default=16, help="origins (ports) of the main site")
     ap.add_argument("--pages", type=int, default=1000, help="pages per origin of the main site")
     ap.add_argument("--runs", type=int, default=3, help="runs per crawler (the median is reported)")
-    ap.add_argument("--only", default=",".join(ALL), help=f"comma list from {','.join(ALL)}")
+    ap.add_argument(
+        "--only",
+        default=",".join(ALL),
+        help=f"comma list from {','.join(ALL)} (default: all; embedded-warc and wget are the "
+        "WARC rows, bench/warc_rows.py)",
+    )
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="4 origins x 250 pages, 1 run, small politeness and few-origins runs, no CPU "
-        "split, no profiles",
+        help="4 origins x 250 pages, 1 run, small politeness and few-origins runs (a given "
+        "--delay-zero stands), no CPU split, no profiles",
     )
     ap.add_argument("--no-politeness", action="store_true")
     ap.add_argument("--politeness-origins", type=int, default=256)
@@ -134,7 +140,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if a.quick:
         a.origins, a.pages, a.runs, a.no_profile = 4, 250, 1, True
         a.politeness_origins, a.politeness_pages = 32, 10
-        a.delay_zero, a.split = "2x250", "none"
+        a.split = "none"
+        if a.delay_zero == ap.get_default("delay_zero"):  # an explicit --delay-zero stands
+            a.delay_zero = "2x250"
     a.only = [x.strip() for x in a.only.split(",") if x.strip()]
     bad = set(a.only) - set(ALL)
     if bad:
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     ensure_bench_venv()
     # SIGTERM unwinds like Ctrl-C, so that nginx and the crawler under test are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from bench import report, suite  # imports psutil: only inside the benchmark venv
+    from bench import report, suite, warc_rows  # psutil: only inside the benchmark venv
 
     if args.report_from:
         sources = [Path(f) for f in args.report_from.split(",")]
@@ -244,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     site = suite.ensure_site(workdir, args.origins, args.pages, args.base_port)
     results["main"] = suite.compare(site, args.only, args.runs, workdir / "main", args)
     checkpoint()
+    if any(n in args.only for n in warc_rows.ARCHIVING):
+        results["warc"] = warc_rows.check(results["main"])  # after the runs: not in their CPU
+        checkpoint()
     if not args.no_politeness:
         psite = suite.ensure_site(
             workdir, args.politeness_origins, args.politeness_pages, args.base_port + 1000

@@ -7,7 +7,8 @@ only runs and measures the crawler:
     {"wall_s", "cpu_s", "peak_rss_mb", "returncode", "timed_out",
      "service_cpu_s": {"kafka": s, "cassandra": s},   # only for the topology, else {}
      "self_report": {...},                            # what the crawler said about itself
-     "rss_samples": [(t, MB), ...]}                   # kept for the memory run
+     "rss_samples": [(t, MB), ...],                   # kept for the memory run
+     "warc_dir", "warc_files", "warc_bytes"}          # only the crawlers that archive
 
 A runner that cannot run (crawler not installed) raises ``NotRun(reason)``: the report shows
 "not run: reason", never zeros.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
@@ -33,6 +35,7 @@ from bench.context import (
 )
 from bench.kafka_runner import run_kafka_topology
 from bench.measure import Measured, run_measured
+from bench.warc_rows import written
 
 __all__ = ["LABELS", "REPO", "RUNNERS", "NotRun", "RunContext", "streamcrawl_version"]
 
@@ -105,8 +108,9 @@ def run_crawlee(ctx: RunContext) -> dict:
     return _result(m, _last_json(m.stdout))
 
 
-def embedded_argv(ctx: RunContext) -> list[str]:
-    """The ``streamcrawl crawl`` command line for this run (the CLI of README.md)."""
+def embedded_argv(ctx: RunContext, warc: Path | None = None) -> list[str]:
+    """The ``streamcrawl crawl`` command line for this run (the CLI of README.md); with ``warc``,
+    the same crawl archiving into that directory."""
     exe = streamcrawl_binary()
     # Without a budget under test, leave room so that the budget never truncates the crawl.
     budget = ctx.max_pages or 2 * ctx.spec.expected_pages
@@ -135,28 +139,83 @@ def embedded_argv(ctx: RunContext) -> list[str]:
         "bench-streamcrawl",
         "--json",
         *per_origin,
+        *(["--warc", str(warc)] if warc else []),
     ]
 
 
-def run_streamcrawl_embedded(ctx: RunContext) -> dict:
-    """``streamcrawl crawl`` (embedded) as a subprocess; its --json summary is self_report."""
+def run_streamcrawl_embedded(ctx: RunContext, warc: bool = False) -> dict:
+    """``streamcrawl crawl`` (embedded) as a subprocess; its --json summary is self_report.
+    ``warc``: archiving into ``<run>/warc`` (what it wrote: ``warc_rows.written``)."""
     exe = streamcrawl_binary()
     probe = subprocess.run([exe, "crawl", "--help"], capture_output=True, text=True, timeout=120)
     if probe.returncode != 0:
         raise NotRun(
             f"`streamcrawl crawl --help` failed: {(probe.stderr or probe.stdout).strip()[-200:]}"
         )
+    if warc and "--warc" not in probe.stdout:
+        raise NotRun("this `streamcrawl crawl` has no --warc option")
     code = code_state()
-    m = _measure(embedded_argv(ctx), ctx)
+    warc_dir = ctx.workdir / "warc" if warc else None
+    m = _measure(embedded_argv(ctx, warc_dir), ctx)
     if m.returncode != 0 and not m.timed_out:
         raise RuntimeError(f"streamcrawl crawl exited {m.returncode}: {m.stderr_tail[-500:]}")
-    return _result(m, {**_last_json(m.stdout), "code": code})
+    res = _result(m, {**_last_json(m.stdout), "code": code})
+    return {**res, **written(warc_dir)} if warc_dir else res
+
+
+# Wget's own fix for the tracking parameters the other crawlers strip (bench/README.md, "Equal
+# work"): links whose query carries one are not followed (their plain spelling is linked too).
+WGET_REJECT = r"[?&](utm_[a-z]+|gclid|fbclid)="
+
+
+def wget_argv(ctx: RunContext, exe: str = "wget") -> list[str]:
+    """GNU Wget's command line for this run: recursive without a depth limit, robots.txt obeyed,
+    a WARC file ``<run>/warc/wget.warc.gz``, no mirror left behind (``--delete-after``).
+
+    Only the first root is given: wget runs one recursive retrieval per URL on its command
+    line, each with its own set of seen URLs, so given every root it fetches the site once per
+    root; every page is reachable from any root. All origins are 127.0.0.1 on other ports, and
+    wget's host check ignores ports, so no ``--span-hosts`` is needed."""
+    run = ctx.workdir
+    return [
+        exe,
+        "--recursive",
+        "--level=inf",
+        "--execute=robots=on",
+        "--no-verbose",
+        "--user-agent=bench-wget",
+        f"--warc-file={run / 'warc' / 'wget'}",
+        f"--warc-tempdir={run}",
+        f"--directory-prefix={run / 'wget-files'}",
+        "--delete-after",
+        *([] if ctx.stock else [f"--reject-regex={WGET_REJECT}"]),
+        ctx.seeds[0],
+    ]
+
+
+def run_wget(ctx: RunContext) -> dict:
+    """GNU Wget (``wget_argv``), one process; exit 8 (an error response from the server, e.g. a
+    404 for a link) still counts as a crawl, its code kept in self_report."""
+    if ctx.delay or ctx.max_pages:
+        raise NotRun("the wget runner has no per-origin delay or page budget wired")
+    exe = shutil.which("wget")
+    if exe is None:
+        raise NotRun("wget not installed (apt-get install wget)")
+    (ctx.workdir / "warc").mkdir(parents=True, exist_ok=True)
+    m = _measure(wget_argv(ctx, exe), ctx)
+    if m.returncode not in (0, 8) and not m.timed_out:
+        raise RuntimeError(f"wget exited {m.returncode}: {m.stderr_tail[-500:]}")
+    summary = [ln for ln in m.stderr_tail.splitlines() if ln.startswith("Downloaded:")]
+    report = {"returncode": m.returncode, "summary": summary[-1] if summary else None}
+    return {**_result(m, report), **written(ctx.workdir / "warc")}
 
 
 RUNNERS = {
     "scrapy": run_scrapy,
     "crawlee": run_crawlee,
     "embedded": run_streamcrawl_embedded,
+    "embedded-warc": lambda ctx: run_streamcrawl_embedded(ctx, warc=True),
+    "wget": run_wget,
     "kafka-1": lambda ctx: run_kafka_topology(ctx, workers=1),
     "kafka-2": lambda ctx: run_kafka_topology(ctx, workers=2),
 }
@@ -165,6 +224,8 @@ LABELS = {
     "scrapy": "Scrapy (CrawlSpider)",
     "crawlee": "Crawlee for Python (ParselCrawler)",
     "embedded": "streamcrawl crawl (embedded)",
+    "embedded-warc": "streamcrawl crawl (embedded) --warc",
+    "wget": "GNU Wget -r --warc-file",
     "kafka-1": "streamcrawl Kafka topology, 1 worker",
     "kafka-2": "streamcrawl Kafka topology, 2 workers",
 }

@@ -43,6 +43,8 @@ MEDIAN_KEYS = (
     "kafka_cpu_s",
     "cassandra_cpu_s",
     "other_cpu_s",
+    "warc_bytes",
+    "warc_bytes_per_page",
 )
 
 
@@ -106,6 +108,7 @@ def environment() -> dict:
         "twisted": version("twisted"),
         "crawlee": version("crawlee"),
         "impit": version("impit"),
+        "wget": _cmd(["wget", "--version"]),
         "streamcrawl": runners.streamcrawl_version() or "not installed",
         "repo_commit": _cmd(["git", "-C", str(runners.REPO), "rev-parse", "--short", "HEAD"]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -158,6 +161,7 @@ def one_run(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
         pages_per_s=pages / res["wall_s"] if res["wall_s"] else 0.0,
         ms_cpu_per_page=1000 * res["cpu_s"] / pages if pages else None,
         pages_per_cpu_s=pages / res["cpu_s"] if res["cpu_s"] else None,
+        warc_bytes_per_page=res["warc_bytes"] / pages if "warc_bytes" in res and pages else None,
         kafka_cpu_s=res["service_cpu_s"].get("kafka"),
         cassandra_cpu_s=res["service_cpu_s"].get("cassandra"),
     )
@@ -358,7 +362,8 @@ def memory(spec: SiteSpec, names: list[str], budgets: list[int], workdir: Path, 
 def profiles(spec: SiteSpec, names: list[str], workdir: Path, args) -> dict:
     """One py-spy-profiled run per crawler (not used for the timing figures)."""
     out: dict = {}
-    for n in [x for x in names if x in ("embedded", "kafka-1", "scrapy", "crawlee")]:
+    profiled = ("embedded", "embedded-warc", "kafka-1", "scrapy", "crawlee")
+    for n in [x for x in names if x in profiled]:
         print(f"[profile] {n} ...", flush=True)
         prof = workdir / f"{n}.raw.txt"
         workdir.mkdir(parents=True, exist_ok=True)
