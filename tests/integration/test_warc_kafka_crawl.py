@@ -19,7 +19,13 @@ from streamcrawl.agents.sinks.warc.index import cdxj_lines
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings
 from tests.integration.site import Cluster, page_path, serve_site
-from tests.integration.test_warc_writer import Writer, closed_files, committed, records
+from tests.integration.test_warc_writer import (  # noqa: F401 - no_writer_left: a fixture
+    Writer,
+    closed_files,
+    committed,
+    no_writer_left,
+    records,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 

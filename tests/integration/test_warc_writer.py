@@ -70,7 +70,10 @@ def publish(settings: Settings, caps: list[Capture], *extra: bytes) -> int:
 
 
 class Writer:
-    """``streamcrawl warc --out DIR`` as a subprocess, its log in ``DIR.log``."""
+    """``streamcrawl warc --out DIR`` as a subprocess, its log in ``DIR.log``; one a failed
+    test left running is killed by ``no_writer_left``."""
+
+    started: list[subprocess.Popen[bytes]] = []
 
     def __init__(self, settings: Settings, out: Path, *flags: str) -> None:
         env = {
@@ -83,6 +86,7 @@ class Writer:
             self.proc = subprocess.Popen(
                 [STREAMCRAWL, "warc", "--out", str(out), *flags], env=env, stderr=log
             )
+        Writer.started.append(self.proc)
 
     def text(self) -> str:
         return self.log.read_text("utf-8", "replace")
@@ -90,6 +94,16 @@ class Writer:
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(30)
+
+
+@pytest.fixture(autouse=True)
+def no_writer_left() -> Iterator[None]:
+    yield
+    while Writer.started:
+        proc = Writer.started.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def committed(settings: Settings) -> int:
