@@ -22,7 +22,7 @@ from streamcrawl.agents.sinks.warc.index import cdxj_lines
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from tests import warc_tools
-from tests.httpserver import RecordingServer, Reply, html, redirect, stream, text
+from tests.httpserver import RecordingServer, Reply, html, stream, text
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -87,7 +87,7 @@ def site(root: str) -> dict[str, Any]:
         ),
         "/chunked": stream(200_000, chunk=50_000),
         "/img.png": Reply(headers={"Content-Type": "image/png"}, body=PNG),
-        "/go": redirect("/target"),
+        "/go": Reply(status=301, headers={"Location": "/target"}, body=b"moved to /target"),
         "/target": html("redirected here"),
     }
 
@@ -131,6 +131,9 @@ async def test_the_archive_holds_every_exchange_as_the_server_sent_it(tmp_path: 
     assert warc_tools.replay(files, url("/gz")) == PAGE
     assert warc_tools.replay(files, url("/br")) == BR_PAGE
     assert warc_tools.replay(files, url("/img.png")) == PNG
+    assert warc_tools.replay(files, url("/chunked")) == b"x" * 200_000
+    assert warc_tools.replay(files, url("/missing")) == b"not found"  # the 404's own body
+    assert warc_tools.replay(files, url("/go")) == b"moved to /target"  # the 301's body
     assert payload("/img.png") == PNG
     # Chunked: de-chunked, said so in the headers, with the stored length.
     chunked = responses[url("/chunked")]
