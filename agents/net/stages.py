@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
@@ -35,13 +34,19 @@ from streamcrawl.agents.frontier.scheduler import Dispatch
 from streamcrawl.agents.net.capture import Recorder, page_capture
 from streamcrawl.agents.net.fetch import FetchResult, SentAt, conditional_headers, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
+from streamcrawl.agents.net.reports import (
+    fetched_outcome,
+    gone_page,
+    link_batches,
+    page_outcome,
+    page_record,
+    unchanged_page,
+)
 from streamcrawl.agents.net.robots_fetch import fetch_robots
-from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
 from streamcrawl.schemas.records import (
     Capture,
-    Change,
     FrontierBatch,
     Outcome,
     Page,
@@ -109,10 +114,10 @@ class Stages:
             )
         assert d.entry is not None
         if d.kind == "deny":
-            return Report(self._outcome(d, TerminalState.ROBOTS_DENIED, started=0.0))
+            return Report(page_outcome(d, TerminalState.ROBOTS_DENIED, started=0.0))
         if d.kind == "cancel":
             return Report(
-                self._outcome(d, TerminalState.CANCELLED, started=0.0, error="crawl stopped")
+                page_outcome(d, TerminalState.CANCELLED, started=0.0, error="crawl stopped")
             )
         return await self._page(d)
 
@@ -136,7 +141,7 @@ class Stages:
                 finished_at=time.time(),
             )
         else:
-            outcome = self._outcome(d, "retry", started=started, error=error)
+            outcome = page_outcome(d, "retry", started=started, error=error)
         return Report(outcome, failed=True)
 
     async def _robots(self, d: Dispatch) -> Report:
@@ -219,11 +224,11 @@ class Stages:
         except AddressBlocked as exc:
             # No request left this process: the attempt is not counted (started_at 0).
             return Report(
-                self._outcome(d, TerminalState.BLOCKED, started=0.0, error=f"blocked: {exc}")
+                page_outcome(d, TerminalState.BLOCKED, started=0.0, error=f"blocked: {exc}")
             )
         except FetchRetryable as exc:
             return Report(
-                self._outcome(
+                page_outcome(
                     d,
                     "retry",
                     started=started,
@@ -234,7 +239,7 @@ class Stages:
                 )
             )
         except FetchPermanent as exc:
-            outcome = self._outcome(
+            outcome = page_outcome(
                 d,
                 TerminalState.FAILED,
                 started=started,
@@ -242,12 +247,12 @@ class Stages:
                 error=f"{exc.error_class}: {exc}",
             )
             gone = previous is not None and previous.gone >= 1 and exc.status in GONE_STATUSES
-            return Report(outcome, self._gone(d, outcome) if gone else None)
+            return Report(outcome, gone_page(d, outcome) if gone else None)
         final = rules.canonicalizer.try_canonicalize(result.final_url)
         final_url = final.url if final is not None else entry.url
         if result.stopped is not None:
             report = Report(
-                self._outcome(
+                page_outcome(
                     d,
                     result.stopped,
                     started=result.sent_at,
@@ -278,88 +283,15 @@ class Stages:
         if entry.kind != "page":  # a sitemap or a feed: its URLs, no page record
             batches = listed(rules, entry, result.body, result.final_url) if digest else []
             state = LISTING_STATES[entry.kind]
-            outcome = self._fetched(d, result, final_url, digest, state)
+            outcome = fetched_outcome(d, result, final_url, digest, state)
             return Report(outcome, batches=merge(batches))
         if previous is not None and (digest is None or digest == previous.digest):
             # Unchanged (a 304, or a server that ignores validators sent the same body):
             # its links were followed before; a small record says it is still fresh.
-            outcome = self._fetched(d, result, final_url, digest, TerminalState.FETCHED)
-            return Report(outcome, self._unchanged(d, result, final_url))
+            outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
+            return Report(outcome, unchanged_page(d, result, final_url))
         assert digest is not None
         return self._parsed(d, result, final_url, digest)
-
-    def _fetched(
-        self, d: Dispatch, result: FetchResult, final_url: str, digest: str | None, state: str
-    ) -> Outcome:
-        """The outcome of a fetch with a response, its validators and body digest."""
-        return self._outcome(
-            d,
-            state,
-            started=result.sent_at,
-            status=result.status,
-            final_url=final_url,
-            etag=result.headers.get("etag"),
-            last_modified=result.headers.get("last-modified"),
-            digest=digest,
-        )
-
-    @staticmethod
-    def _record(d: Dispatch, change: Change, **fields: Any) -> Page:
-        """A page record of ``d``'s entry: what ``change`` it reports, against the previous
-        fetch's digest and time (a revisit's), and ``fields``."""
-        entry = d.entry
-        assert entry is not None
-        previous = entry.revisit
-        return Page(
-            crawl_id=entry.crawl_id,
-            url=entry.url,
-            origin=d.origin,
-            depth=entry.depth,
-            change=change,
-            previous_sha256=previous.digest if previous is not None else None,
-            previous_fetched_at=previous.fetched_at if previous is not None else None,
-            **fields,
-        )
-
-    def _unchanged(self, d: Dispatch, result: FetchResult, final_url: str) -> Page:
-        """The small record of a revisit that found the page as it was: no body, no links;
-        ``body_sha256`` is the stored copy's."""
-        assert d.entry is not None and d.entry.revisit is not None
-        return self._record(
-            d,
-            "unchanged",
-            final_url=final_url,
-            status=result.status,
-            headers=result.headers,
-            content_type=result.content_type,
-            charset=None,
-            title=None,
-            fetched_at=result.started_at,
-            elapsed_ms=result.elapsed_ms,
-            body_sha256=d.entry.revisit.digest or "",
-            body_bytes=len(result.body),
-            outlinks=0,
-            redirects=result.redirects,
-        )
-
-    def _gone(self, d: Dispatch, outcome: Outcome) -> Page:
-        """The record of a page confirmed gone (a second 404/410 in a row)."""
-        assert d.entry is not None and outcome.status is not None
-        return self._record(
-            d,
-            "gone",
-            final_url=d.entry.url,
-            status=outcome.status,
-            headers={},
-            content_type=None,
-            charset=None,
-            title=None,
-            fetched_at=outcome.started_at,
-            elapsed_ms=(outcome.finished_at - outcome.started_at) * 1000.0,
-            body_sha256="",
-            body_bytes=0,
-            outlinks=0,
-        )
 
     def _parsed(self, d: Dispatch, result: FetchResult, final_url: str, digest: str) -> Report:
         entry, rules = d.entry, d.rules
@@ -394,14 +326,14 @@ class Stages:
             follow, feeds = [canon], ()  # the canonical is crawled instead of these links
         noindex = policy.honor_noindex and "noindex" in directives
         record = record_links(found, rules, entry.depth)
-        batches = self._group(entry.crawl_id, rules, follow, final_url, entry.depth + 1)
+        batches = link_batches(entry.crawl_id, rules, follow, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)
         if feeds:
             feed_links = [Found(href, "feed") for href in feeds]
             batches = merge(
                 batches + group(rules, entry.crawl_id, feed_links, base, final_url, entry.depth + 1)
             )
-        page = self._record(
+        page = page_record(
             d,
             "new" if entry.revisit is None else "changed",
             final_url=final_url,
@@ -424,67 +356,5 @@ class Stages:
             # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
             body=result.text if policy.wants_bodies() and not noindex else None,
         )
-        outcome = self._fetched(d, result, final_url, digest, TerminalState.FETCHED)
+        outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
         return Report(outcome, page, batches)
-
-    @staticmethod
-    def _group(
-        crawl_id: str, rules: CrawlRules, links: list[Canonical], parent: str, depth: int
-    ) -> list[FrontierBatch]:
-        """Group a page's distinct canonical links into one batch per target origin, less the
-        page itself (``parent``).
-
-        Links deeper than ``max_depth`` are not sent at all: they are never admitted, so they
-        need no terminal state, and they would only cost messages.
-        """
-        max_depth = rules.policy.max_depth
-        if not links or (max_depth is not None and depth > max_depth):
-            return []
-        by_origin: dict[str, list[UrlRef]] = {}
-        for canon in links:
-            if canon.url != parent:
-                by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, depth, parent))
-        return [
-            FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
-            for origin, refs in by_origin.items()
-        ]
-
-    @staticmethod
-    def _outcome(
-        d: Dispatch,
-        state: str,
-        *,
-        started: float,
-        status: int | None = None,
-        error: str | None = None,
-        retry_after: float | None = None,
-        backoff: bool = False,
-        final_url: str | None = None,
-        etag: str | None = None,
-        last_modified: str | None = None,
-        digest: str | None = None,
-    ) -> Outcome:
-        assert d.entry is not None
-        return Outcome(
-            crawl_id=d.entry.crawl_id,
-            origin=d.origin,
-            kind="page",
-            seq=d.seq,
-            url=d.entry.url,
-            state=str(state),
-            depth=d.entry.depth,
-            attempts=d.entry.attempts + 1,
-            status=status,
-            error=error,
-            retry_after=retry_after,
-            backoff=backoff,
-            started_at=started,
-            finished_at=time.time(),
-            final_url=final_url,
-            lastmod=d.entry.lastmod,
-            etag=etag,
-            last_modified=last_modified,
-            digest=digest,
-            reported=d.entry.revisit.state if d.entry.revisit is not None else None,
-            gone=d.entry.revisit.gone if d.entry.revisit is not None else 0,
-        )
