@@ -162,7 +162,8 @@ class WarcFiles:
         _fsync_dir(self.directory)
         self._closed.append(final)
         self._fh = self._path = None
-        log.info("warc file closed: %s (%d bytes)", final.name, self._size)
+        # The Kafka writer logs each close at INFO with its captures (topology/archive/writer.py).
+        log.debug("warc file closed: %s (%d bytes)", final.name, self._size)
 
 
 def serials(directory: Path, prefix: str, hostname: str) -> list[int]:
