@@ -37,11 +37,13 @@ class _Pending:
 class Recorder:
     """Collects the exchanges of ONE fetch, in order (redirect hops first)."""
 
-    __slots__ = ("_pending", "exchanges")
+    __slots__ = ("_pending", "chunks", "exchanges")
 
     def __init__(self) -> None:
         self.exchanges: list[Exchange] = []
         self._pending: _Pending | None = None
+        # The raw chunks of the body being read: ``read_body(raw_parts=recorder.chunks)``.
+        self.chunks: list[bytes] = []
 
     def begin(self, resp: aiohttp.ClientResponse, date: float) -> None:
         """A response's head arrived; ``date``: when its request was written."""
@@ -52,6 +54,7 @@ class Recorder:
         version = resp.version
         major, minor = (version.major, version.minor) if version is not None else (1, 1)
         reason = resp.reason or ""
+        self.chunks = []
         self._pending = _Pending(
             target_uri=str(info.url),
             date=date,
@@ -78,10 +81,11 @@ class Recorder:
             )
         )
 
-    @property
-    def open(self) -> bool:
-        """A response began and has not ended."""
-        return self._pending is not None
+    def end_read(self, cap: int | None = None, truncated: Truncated | None = None) -> None:
+        """End the exchange with the ``chunks`` its body was read in, the first ``cap`` bytes
+        of them when given."""
+        payload, self.chunks = b"".join(self.chunks), []
+        self.end(payload if cap is None else payload[:cap], truncated)
 
 
 async def record_rest(resp: aiohttp.ClientResponse, recorder: Recorder, cap: int) -> None:

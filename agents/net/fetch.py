@@ -467,16 +467,16 @@ async def _read_result(
         if recorder is not None:
             recorder.end(truncated="length")
         return result(resp, content_type=media_type, stopped="too_large")
-    raw: list[bytes] | None = [] if recorder is not None else None
+    chunks = recorder.chunks if recorder is not None else None
     try:
-        body = await read_body(resp, policy.max_body, raw_parts=raw)
+        body = await read_body(resp, policy.max_body, raw_parts=chunks)
     except BodyTooLarge:
         resp.close()
-        if recorder is not None and raw is not None:
-            recorder.end(b"".join(raw)[: policy.max_body], "length")
+        if recorder is not None:
+            recorder.end_read(policy.max_body, "length")
         return result(resp, content_type=media_type, stopped="too_large")
-    if recorder is not None and raw is not None:
-        recorder.end(b"".join(raw))
+    if recorder is not None:
+        recorder.end_read()
     if media_type is None:
         # No Content-Type: keep it only if it sniffs as HTML (what a browser would render).
         if not looks_like_html(body):

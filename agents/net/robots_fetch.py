@@ -53,7 +53,7 @@ async def fetch_robots(
     ``recorder`` (a crawl that archives) gets each response's exchange.
     """
     url = robots_url(origin)
-    sent = sent if sent is not None or recorder is None else SentAt()
+    sent = sent or SentAt()  # the WARC-Date of an archived robots.txt
     status: int | None = None
     headers = request_headers(policy)
     timeout = client_timeout(policy)
@@ -62,7 +62,7 @@ async def fetch_robots(
             async with hop(session, url, headers, timeout, sent) as resp:
                 status = resp.status
                 if recorder is not None:
-                    recorder.begin(resp, sent.at if sent is not None and sent.at else time.time())
+                    recorder.begin(resp, sent.at or time.time())
                     if not 200 <= status <= 299:
                         await record_rest(resp, recorder, ROBOTS_MAX_BYTES)
                 if status in REDIRECT_STATUSES:
@@ -74,10 +74,10 @@ async def fetch_robots(
                 if not 200 <= status <= 299:
                     return status, None
                 # One byte over the cap tells robots_text the file was cut: it drops the last line.
-                raw: list[bytes] | None = [] if recorder is not None else None
-                body = await read_body(resp, ROBOTS_MAX_BYTES + 1, truncate=True, raw_parts=raw)
-                if recorder is not None and raw is not None:
-                    recorder.end(b"".join(raw), "length" if len(body) > ROBOTS_MAX_BYTES else None)
+                chunks = recorder.chunks if recorder is not None else None
+                body = await read_body(resp, ROBOTS_MAX_BYTES + 1, truncate=True, raw_parts=chunks)
+                if recorder is not None:
+                    recorder.end_read(truncated="length" if len(body) > ROBOTS_MAX_BYTES else None)
                 return status, robots_text(body)
         return status, None
     except Exception as exc:
