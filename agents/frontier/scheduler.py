@@ -145,6 +145,23 @@ class Scheduler:
         """The states of the origins in memory (as last tracked)."""
         return list(self._states.values())
 
+    def census(self, now: float) -> dict[str, int]:
+        """Origins in memory by what holds them (the dashboard's politeness-bound vs
+        capacity-bound share): ``fetching`` (a request in flight or its outcome not applied),
+        ``ready`` (may start now; the wiring has no room yet) or ``waiting`` (a delay, a
+        backoff, a pause or a revisit not due). O(origins in memory): for a scrape, not a loop.
+        """
+        out = {"ready": 0, "waiting": 0, "fetching": 0}
+        for origin in self._states:
+            slot = self.slots.get(origin)
+            if slot is not None and (slot.in_flight or slot.settling):
+                out["fetching"] += 1
+            elif slot is None or slot.ready_at <= now:
+                out["ready"] += 1
+            else:
+                out["waiting"] += 1
+        return out
+
     def next_ready_at(self) -> float | None:
         while self._heap:
             ready_at, _, origin = self._heap[0]

@@ -6,19 +6,37 @@ the Kafka wiring renders ``Metrics.render()`` at ``GET /metrics``.
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import get_args
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from streamcrawl.agents.frontier.scheduler import DispatchKind
 from streamcrawl.agents.robots.rules import ROBOTS_BLOCKED
 from streamcrawl.schemas.records import Outcome, Page
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+# Label values known in advance, exported at 0 from the start: a series that appears only with
+# its first error makes ``rate()`` miss that error and leaves a dashboard panel empty.
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
+ORIGIN_STATES = ("ready", "waiting", "fetching")
+SINK_KINDS = ("page", "status")
+RETRY_REASONS = ("backpressure", "error")
+PUBLISH_WHAT = ("report", "outcome")
+STAGE_KINDS = get_args(DispatchKind)
+CONSUMED_TOPICS = ("frontier", "outcomes", "pages", "status", "control", "budget")
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _WAIT = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300)
 _TURNAROUND = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
@@ -28,9 +46,16 @@ _EVENT = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
 class Metrics:
     """Every metric of a worker. One instance per app; never the global default registry."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, state_dir: Path | None = None
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        # process_cpu_seconds_total, process_resident_memory_bytes, ...: the CPU-bound side of
+        # the dashboard's politeness-bound vs CPU-bound panel.
+        ProcessCollector(registry=r)
+        if state_dir is not None:
+            r.register(StateVolume(state_dir))
         self.pages = Counter(
             "streamcrawl_fetch_pages",
             "Pages fetched, by HTTP status class.",
@@ -219,6 +244,54 @@ class Metrics:
             registry=r,
         )
 
+        self.ready = Gauge(
+            "streamcrawl_worker_ready",
+            "1 while the worker is ready (what /readyz answers), else 0.",
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "streamcrawl_kafka_rebalances",
+            "Partition assignments this worker received from its consumer group.",
+            registry=r,
+        )
+        self.partitions_assigned = Gauge(
+            "streamcrawl_kafka_partitions_assigned",
+            "Frontier partitions this worker owns.",
+            registry=r,
+        )
+        self.recovery_seconds = Gauge(
+            "streamcrawl_tables_recovery_seconds",
+            "Seconds the running table recovery has taken so far (after an assignment, the "
+            "worker replays its partitions' changelogs before it serves them); 0 when none runs.",
+            registry=r,
+        )
+        self.origins_by_state = Gauge(
+            "streamcrawl_scheduler_origins_by_state",
+            "Origins with work in the scheduler: ready (may start a request now, waiting for "
+            "capacity), waiting (politeness delay, backoff, paused or not due) and fetching "
+            "(a request in flight or its outcome not applied yet).",
+            ["state"],
+            registry=r,
+        )
+        self._initialize()
+
+    def _initialize(self) -> None:
+        """Export every known label value at 0 (see ``STATUS_CLASSES``)."""
+        for status_class in STATUS_CLASSES:
+            self.pages.labels(status_class)
+        for state in ORIGIN_STATES:
+            self.origins_by_state.labels(state)
+        for kind in SINK_KINDS:
+            self.sink_rows.labels(kind)
+        for reason in RETRY_REASONS:
+            self.sink_retries.labels(reason)
+        for what in PUBLISH_WHAT:
+            self.publish_failures.labels(what)
+        for stage in STAGE_KINDS:
+            self.stage_failures.labels(stage)
+        for topic in CONSUMED_TOPICS:
+            self.bad_messages.labels(topic)
+
     def fetched(self, outcome: Outcome, page: Page | None) -> None:
         """Count one dispatch result (any kind)."""
         self.outcomes.labels(outcome.kind, outcome.state).inc()
@@ -235,3 +308,28 @@ class Metrics:
     def render(self) -> bytes:
         """The text exposition format of every metric."""
         return generate_latest(self.registry)
+
+
+class StateVolume(Collector):
+    """Free and total bytes of the filesystem that holds the worker's RocksDB state, read at
+    each scrape (``streamcrawl_state_volume_{free,size}_bytes``); nothing while the directory
+    does not exist yet."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            usage = shutil.disk_usage(self.path)
+        except OSError:
+            return
+        yield GaugeMetricFamily(
+            "streamcrawl_state_volume_free_bytes",
+            "Bytes free to the worker on the filesystem of its state directory.",
+            value=usage.free,
+        )
+        yield GaugeMetricFamily(
+            "streamcrawl_state_volume_size_bytes",
+            "Size in bytes of the filesystem of the worker's state directory.",
+            value=usage.total,
+        )

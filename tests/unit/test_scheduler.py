@@ -208,3 +208,14 @@ def test_an_origin_whose_queued_urls_all_settle_is_blocked_until_one_is_applied(
     assert A in sched.blocked
     finish(sched, store, r, f, d, 0.02)
     assert A not in sched.blocked
+
+
+def test_census_tells_fetching_ready_and_waiting_origins_apart() -> None:
+    sched, store, r, f = setup(n=3, delay=1.0)
+    assert sched.census(0.0) == {"ready": 2, "waiting": 0, "fetching": 0}
+    (d,) = sched.take(0.0, 1)  # capacity for one: the other origin stays ready
+    assert sched.census(0.0) == {"ready": 1, "waiting": 0, "fetching": 1}
+    finish(sched, store, r, f, d, 0.0)
+    # Done: that origin now waits out its delay, until the delay has passed.
+    assert sched.census(0.5) == {"ready": 1, "waiting": 1, "fetching": 0}
+    assert sched.census(1.5) == {"ready": 2, "waiting": 0, "fetching": 0}

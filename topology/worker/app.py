@@ -93,7 +93,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         broker_rebalance_timeout=40.0,
         autodiscover=False,
     )
-    metrics = Metrics()
+    metrics = Metrics(state_dir=settings.state_dir)
     fetch_worker_in_windows(app)  # while records come, fetches wait up to 100 ms for more
 
     def topic(*shorts: str, **kwargs: Any) -> Any:
@@ -234,6 +234,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             tp.partition for tp in app.assignor.assigned_actives() if tp.topic == frontier_topic
         }
 
+    recovery = RecoveryClock(app)
+
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def on_revoked(_app: Any, revoked: set[TP], **_: Any) -> None:
         await fetcher.revoke({tp.partition for tp in revoked if tp.topic == frontier_topic})
@@ -242,12 +244,15 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     async def on_assigned(_app: Any, assigned: set[TP], **_: Any) -> None:
         # Sent before the recovery of this generation starts: its assignment.
         rebalancing.assigned()
+        metrics.rebalances.inc()
+        recovery.started()
         fetcher.assigned({tp.partition for tp in assigned if tp.topic == frontier_topic})
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def on_recovered(_app: Any, **_: Any) -> None:
         # Sent by Faust once table recovery finished: the tables are complete now (or a
         # recovery of an earlier generation ended: FetchService.rebuild ignores that one).
+        recovery.ended()
         fetcher.rebuild(owned())
 
     probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings), frontier_topic)
@@ -272,8 +277,32 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         async def on_stop(self) -> None:
             await close_probe()
 
-    _add_pages(app, fetcher, view, health, sinker)
+    _add_pages(app, fetcher, view, health, sinker, recovery)
     return app
+
+
+class RecoveryClock:
+    """How long the running table recovery has taken (``streamcrawl_tables_recovery_seconds``):
+    from the assignment that started it until Faust's recovery has completed."""
+
+    def __init__(self, app: faust.App) -> None:
+        self.app = app
+        self.since: float | None = None
+
+    def _completed(self) -> bool:
+        return bool(self.app.tables.recovery.completed.is_set())  # type: ignore[attr-defined]
+
+    def started(self) -> None:
+        self.since = time.monotonic()
+
+    def ended(self) -> None:
+        if self._completed():
+            self.since = None
+
+    def seconds(self) -> float:
+        if self.since is None or self._completed():
+            return 0.0
+        return time.monotonic() - self.since
 
 
 def table_options(settings: Settings) -> dict[str, int]:
@@ -326,6 +355,7 @@ def _add_pages(
     view: SharedView,
     health: Health,
     sinker: SinkConsumer | None,
+    recovery: RecoveryClock,
 ) -> None:
     metrics = health.metrics
 
@@ -358,6 +388,11 @@ def _add_pages(
     async def metrics_page(self: View, request: Request) -> Response:
         for partition, size in fetcher.queue_sizes().items():
             metrics.queue_size.labels(str(partition)).set(size)
+        metrics.ready.set(1 if ready()[0] else 0)
+        metrics.partitions_assigned.set(len(fetcher.owned))
+        metrics.recovery_seconds.set(recovery.seconds())
+        for state, n in fetcher.scheduler.census(time.time()).items():
+            metrics.origins_by_state.labels(state).set(n)
         _consumer_lag(app, metrics)
         if sinker is not None:
             sinker.update_lag()
