@@ -3,7 +3,7 @@
 ``Health`` runs each probe every ``interval`` seconds (each bounded by ``timeout``). A service
 whose probe has failed for longer than ``unready_after`` seconds makes ``unready()`` name it,
 and ``/readyz`` answers 503 until a probe succeeds again. Each return to reachable is counted
-(``streamcrawl_health_reconnects_total{service}``): the broker or Cassandra came back and the
+(``streamcrawl_health_reconnects_total{dependency}``): the broker or Cassandra came back and the
 worker's clients reconnect to it. A short blip (under ``unready_after``) is counted but leaves
 the worker ready: its clients retry on their own.
 

@@ -233,14 +233,15 @@ class Metrics:
         )
         self.health_up = Gauge(
             "streamcrawl_health_up",
-            "1 while the service (kafka, cassandra) answers the worker's probe, else 0.",
-            ["service"],
+            "1 while the dependency (kafka, cassandra) answers the worker's probe, else 0.",
+            # Not `service`: the Prometheus Operator's scrape sets that target label itself.
+            ["dependency"],
             registry=r,
         )
         self.health_reconnects = Counter(
             "streamcrawl_health_reconnects",
-            "Times a service (kafka, cassandra) answered again after its probe had failed.",
-            ["service"],
+            "Times a dependency (kafka, cassandra) answered again after its probe had failed.",
+            ["dependency"],
             registry=r,
         )
 

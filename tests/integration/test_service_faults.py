@@ -100,7 +100,7 @@ def test_an_outage_mid_crawl(
             # request whose outcome was not applied when the service went away.
             figures = check_crawl(cluster, servers, PAGES, DELAY, in_flight=ORIGINS, timeout=240)
             print(f"{service} stopped {outage:.0f} s: {figures}")
-            assert worker.metric("streamcrawl_health_reconnects_total", service=service) >= 1
+            assert worker.metric("streamcrawl_health_reconnects_total", dependency=service) >= 1
             if service == "cassandra":
                 assert worker.metric("streamcrawl_sink_retries_total") >= 1
     finally:

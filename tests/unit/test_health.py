@@ -21,7 +21,7 @@ class Switch:
 
 
 def sample(metrics: Metrics, name: str, service: str) -> float | None:
-    return metrics.registry.get_sample_value(name, {"service": service})
+    return metrics.registry.get_sample_value(name, {"dependency": service})
 
 
 async def test_unready_only_after_the_grace_and_ready_again_after(

@@ -16,7 +16,7 @@ COMPONENTS = {
 }  # fmt: skip
 # Every label a worker's metric may carry, each with a bounded set of values: no URL, origin,
 # host or crawl id (per-origin detail is `streamcrawl status`'s).
-LABELS = {"status_class", "kind", "state", "topic", "partition", "what", "reason", "service"}
+LABELS = {"status_class", "kind", "state", "topic", "partition", "what", "reason", "dependency"}
 
 
 def _families(metrics: Metrics) -> dict[str, list[tuple[str, dict[str, str], float]]]:
