@@ -9,6 +9,10 @@ not O(URLs).
 
 Replay-safe: the record keeps the offset of the last event it counted per input topic; a
 replayed event (offset not above it) counts nothing and only re-sends the record.
+
+Compatible both ways: a field added to these records has a default (a record written before
+it decodes), and msgspec ignores a field it does not know (an older ``status`` reads a newer
+record).
 """
 
 from __future__ import annotations
@@ -25,6 +29,18 @@ from streamcrawl.agents.stream.tables import partition_for
 from streamcrawl.schemas.records import TerminalState, UrlStatus
 
 COUNTS_VERSION = 1
+SLOWEST = 10  # origins kept per crawl and partition in ``CrawlCounts.slowest``
+SMOOTHING = 0.2  # weight of a new fetch in an origin's smoothed latency
+
+
+class SlowOrigin(msgspec.Struct, array_like=True):
+    """One of the slowest origins of a crawl in a partition, ``[origin, latency, fetches]``:
+    its fetch latency in seconds (request start to outcome, smoothed exponentially with
+    ``SMOOTHING``) and the fetches measured since it entered the list."""
+
+    origin: str
+    latency: float
+    fetches: int = 1
 
 
 class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -37,6 +53,11 @@ class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
     (or the page gone), their time span; ``due`` the revisits waiting in lanes by the bucket
     of ``due_width`` seconds they fall due in (``str(int(due // due_width))``), so ``status``
     tells what is due now, in the next hour, and since when the oldest waits.
+
+    ``refused``: URLs that ended at admission (out of scope, over the page budget): in
+    ``states`` but never in ``admitted``, so ``admitted - (sum(states) - refused)`` is the
+    URLs queued and not yet ended. ``slowest``: the origins with the slowest fetches
+    (``note_fetch``), at most ``SLOWEST``, in no order.
     """
 
     states: dict[str, int] = {}
@@ -49,6 +70,11 @@ class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
     last_revisit_at: float | None = None
     due: dict[str, int] = {}
     due_width: float = 0.0
+    refused: int = 0
+    slowest: list[SlowOrigin] = []
+
+
+Fetch = tuple[str, str, float]  # crawl id, origin, seconds from request start to outcome
 
 
 @dataclass
@@ -136,16 +162,20 @@ def count(
     offset: int,
     statuses: Iterable[UrlStatus],
     revisits: Revisits | None = None,
+    *,
+    refused: Iterable[UrlStatus] = (),
+    fetch: Fetch | None = None,
 ) -> bytes | None:
     """Add the event's terminal ``statuses`` (and ``revisits``) to its partition's counts in
-    ``ch``.
+    ``ch``; ``refused``: those of ``statuses`` that ended at admission (``CrawlCounts.refused``);
+    ``fetch``: the request the event's outcome measured (``note_fetch``).
 
-    Returns the record to publish, or None when the event ended no URL and moved no revisit.
-    A replayed event (``offset`` already counted for ``topic``) changes nothing; its record is
-    returned again.
+    Returns the record to publish, or None when the event ended no URL, moved no revisit and
+    measured no fetch. A replayed event (``offset`` already counted for ``topic``) changes
+    nothing; its record is returned again.
     """
     statuses = list(statuses)
-    if not statuses and not revisits:
+    if not statuses and not revisits and fetch is None:
         return None
     raw = ch.get(counts_key(partition))
     record = decode_counts(raw) if raw is not None else PartitionCounts(partition=partition)
@@ -162,8 +192,13 @@ def count(
             first, last = crawl.first_fetched_at, crawl.last_fetched_at
             crawl.first_fetched_at = at if first is None else min(first, at)
             crawl.last_fetched_at = at if last is None else max(last, at)
+    for status in refused:
+        record.crawls.setdefault(status.crawl_id, CrawlCounts()).refused += 1
     if revisits:
         _revisits(record, revisits)
+    if fetch is not None:
+        crawl_id, origin, seconds = fetch
+        note_fetch(record.crawls.setdefault(crawl_id, CrawlCounts()), origin, seconds)
     record.offsets[topic] = offset
     record.updated_at = time.time()
     value = _encode(record)
@@ -189,3 +224,24 @@ def _revisits(record: PartitionCounts, revisits: Revisits) -> None:
             crawl.due[bucket] = n
         else:
             crawl.due.pop(bucket, None)
+
+
+def note_fetch(crawl: CrawlCounts, origin: str, seconds: float) -> None:
+    """Keep ``crawl.slowest`` the origins with the slowest fetches, at most ``SLOWEST``: an
+    origin in the list smooths its latency with ``seconds``; another enters if the list has
+    room or ``seconds`` is above the fastest listed, which it replaces. O(``SLOWEST``) per
+    fetch, no per-origin state outside the list: an origin enters on one slow fetch and leaves
+    once others are slower than its smoothed latency."""
+    seconds = round(max(0.0, seconds), 3)
+    fastest = -1
+    for i, slow in enumerate(crawl.slowest):
+        if slow.origin == origin:
+            slow.latency = round(slow.latency + SMOOTHING * (seconds - slow.latency), 3)
+            slow.fetches += 1
+            return
+        if fastest < 0 or slow.latency < crawl.slowest[fastest].latency:
+            fastest = i
+    if len(crawl.slowest) < SLOWEST:
+        crawl.slowest.append(SlowOrigin(origin, seconds))
+    elif seconds > crawl.slowest[fastest].latency:
+        crawl.slowest[fastest] = SlowOrigin(origin, seconds)

@@ -45,6 +45,7 @@ from streamcrawl.agents.frontier.store import Changes, Value
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.control import SharedView, budget_key
 from streamcrawl.agents.stream.counts import (
+    Fetch,
     Revisits,
     add_admitted,
     admitted,
@@ -231,7 +232,7 @@ class FrontierAgent:
             )
             return
         part = batch.part(where.partition, self.store)
-        batch.ended = []
+        batch.ended, batch.refused, batch.fetch = [], [], None
         batch.revisits = Revisits(width=partial(_due_width, rules))
         if isinstance(record, FrontierBatch):
             admission = self._admission(batch, part, where, record, rules)
@@ -241,7 +242,14 @@ class FrontierAgent:
             self._apply(batch, part, where, record, rules)
         # This partition's terminal-state counts, for `status` (replay-safe by offset).
         counted = count(
-            part.changes, short, where.partition, where.offset, batch.ended, batch.revisits
+            part.changes,
+            short,
+            where.partition,
+            where.offset,
+            batch.ended,
+            batch.revisits,
+            refused=batch.refused,
+            fetch=batch.fetch,
         )
         if counted is not None:
             part.counted = True
@@ -257,6 +265,9 @@ class FrontierAgent:
             self._admission(batch, part, where, links, rules)
         applied = self.frontier.apply(part.changes, outcome, rules)
         batch.statuses(applied.statuses)
+        if outcome.kind == "page" and outcome.started_at > 0 and not applied.replayed:
+            seconds = outcome.finished_at - outcome.started_at  # for the slowest origins
+            batch.fetch = (outcome.crawl_id, outcome.origin, seconds)
         if applied.revisit and not applied.retried and not applied.replayed:
             batch.revisits.fetched.append((outcome.crawl_id, applied.changed, outcome.started_at))
         batch.revisits.moves = [*batch.revisits.moves, *applied.moves]
@@ -278,6 +289,7 @@ class FrontierAgent:
             again = FrontierBatch(crawl_id=fb.crawl_id, origin=origin, urls=tuple(refs))
             batch.send("frontier", [(origin.encode(), encode(again))])
         batch.statuses(admission.statuses)
+        batch.refused.extend(admission.statuses)  # ended at admission: never queued
         batch.revisits.moves = [*batch.revisits.moves, *admission.moves]
         batch.duplicates += admission.duplicates
         batch.admitted += len(admission.queued)
@@ -359,6 +371,8 @@ class _Batch:
     admitted: int = 0
     retries: int = 0
     ended: list[UrlStatus] = field(default_factory=list)  # the current event's statuses
+    refused: list[UrlStatus] = field(default_factory=list)  # those that ended at admission
+    fetch: Fetch | None = None  # the request the current event's outcome measured
     revisits: Revisits = field(default_factory=Revisits)  # the current event's, for the counts
 
     def part(self, partition: int, store: TableStore) -> _Part:

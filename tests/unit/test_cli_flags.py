@@ -23,11 +23,13 @@ import pytest
 from streamcrawl.agents.sinks.warc import index as warc_index
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.admin import status as status_module
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.archive import writer as archive_writer
 from streamcrawl.topology.cli import crawl as crawl_command
 from streamcrawl.topology.cli import demo, kafka_commands
 from streamcrawl.topology.cli import main as cli
+from streamcrawl.topology.cli import watch as watch_module
 from streamcrawl.topology.worker import app as app_module
 from streamcrawl.topology.worker import run as worker_run
 from tests.unit.test_kafka_messages import page
@@ -89,6 +91,10 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
             seen["crawl_id"], seen["exact"] = crawl_id, exact
             return {"crawl_id": crawl_id, "states": {}, "pages_per_s": None}
 
+        def watch(read: Any, crawl_id: str | None, interval: float, as_json: bool) -> None:
+            seen["watch"] = {"crawl_id": crawl_id, "interval": interval, "json": as_json}
+            raise Handed
+
         @contextlib.contextmanager
         def demo_site() -> Iterator[list[str]]:
             yield ["http://127.0.0.1:9"]
@@ -141,6 +147,8 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         monkeypatch.setattr(admin, "create_topics", lambda settings: [])
         monkeypatch.setattr(admin, "read_control", lambda settings: {})  # no crawl is known
         monkeypatch.setattr(kafka_commands, "_status_report", status_report)
+        monkeypatch.setattr(status_module.StatusReader, "connect", lambda self: None)
+        monkeypatch.setattr(watch_module, "run", watch)
         monkeypatch.setattr(admin, "Consumer", Consumer)
         monkeypatch.setattr(logging, "basicConfig", lambda **kw: seen.update(logging=kw))
         monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # as on a terminal
@@ -325,6 +333,12 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
     ("status", "--crawl-id"): (["--crawl-id", "c9"], lambda seen: seen["crawl_id"], "c9"),
     ("status", "--json"): (["--json"], lambda seen: seen["stdout"].startswith("{"), True),
     ("status", "--exact"): (["--exact"], lambda seen: seen["exact"], True),
+    ("status", "--watch"): (["--watch"], lambda seen: "watch" in seen, True),
+    ("status", "--interval"): (
+        ["--watch", "--interval", "7"],
+        lambda seen: seen.get("watch", {}).get("interval"),
+        7.0,
+    ),
     # seed only: the embedded crawl's pages.jsonl has every version already
     ("seed", "--keep-versions"): (["--keep-versions", "3"], policy("keep_versions"), 3),
     ("seed", "--warc"): (["--warc"], policy("warc"), True),

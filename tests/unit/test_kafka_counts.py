@@ -5,8 +5,21 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
+import pytest
+
 from streamcrawl.agents.frontier.store import Changes, MemoryStore
-from streamcrawl.agents.stream.counts import count, counts_key, decode_counts, message_key
+from streamcrawl.agents.stream.counts import (
+    SLOWEST,
+    CrawlCounts,
+    Fetch,
+    SlowOrigin,
+    count,
+    counts_key,
+    decode_counts,
+    message_key,
+    note_fetch,
+)
 from streamcrawl.agents.stream.frontier_agent import Where
 from streamcrawl.agents.stream.tables import partition_for
 from streamcrawl.schemas.records import TerminalState, UrlStatus
@@ -77,3 +90,85 @@ def test_a_status_that_replaces_another_moves_the_url_between_states() -> None:
     raw = ch.get(counts_key(0))
     assert raw is not None
     assert decode_counts(raw).crawls["c"].states == {"fetched": 1, "gone": 1}
+
+
+def test_the_agent_counts_refused_urls_and_times_the_fetch_once() -> None:
+    """With a budget of 2 pages the outcome of the seed queues /a and refuses /b: the record
+    says so (queue depth = admitted - ended + refused = 1) and times the seed's fetch."""
+    r = make(max_pages=2)
+    seed(r.agent)
+    value = outcome(LINKS)  # started at 1.0, finished at 2.0
+    asyncio.run(r.agent.handle(Where("x.outcomes", HERE, 0), value))
+    asyncio.run(r.agent.handle(Where("x.outcomes", HERE, 0), value))  # replayed
+    raw = [v for short, _, v in r.publish.attached if short == "counts"][-1]
+    crawl = decode_counts(raw).crawls["c"]
+    assert crawl.states == {"fetched": 1, "cancelled": 1}
+    assert (crawl.admitted, crawl.refused) == (2, 1)
+    assert crawl.slowest == [SlowOrigin("http://a.test", 1.0, 1)]  # once: the replay adds none
+
+
+def fetch(origin: str, seconds: float, crawl: str = "c") -> Fetch:
+    return (crawl, origin, seconds)
+
+
+def test_a_measured_fetch_alone_updates_the_record_and_a_replay_does_not() -> None:
+    """A retried fetch ends no URL but is timed (a timeout is what makes an origin slow)."""
+    ch = Changes(MemoryStore())
+    assert count(ch, "t.outcomes", 0, 1, [], fetch=fetch("http://s.test", 4.0)) is not None
+    assert count(ch, "t.outcomes", 0, 1, [], fetch=fetch("http://s.test", 4.0)) is not None
+    raw = ch.get(counts_key(0))
+    assert raw is not None
+    assert decode_counts(raw).crawls["c"].slowest == [SlowOrigin("http://s.test", 4.0, 1)]
+
+
+@pytest.mark.parametrize(
+    ("fetches", "expected"),
+    [
+        # one origin: exponentially smoothed, 0.2 of each new fetch
+        ([("o1", 1.0), ("o1", 2.0), ("o1", 2.0)], [("o1", 1.36, 3)]),
+        # room left: every origin enters
+        ([("o1", 1.0), ("o2", 0.5)], [("o1", 1.0, 1), ("o2", 0.5, 1)]),
+        # full: a slower fetch replaces the fastest listed, a faster one is not kept
+        ([*((f"o{i}", float(i)) for i in range(1, 11)), ("new", 5.5), ("fast", 0.1)],
+         [("new", 5.5, 1), *((f"o{i}", float(i), 1) for i in range(2, 11))]),
+        # a negative span (clock step) counts as 0; rounded to the millisecond
+        ([("o1", -3.0), ("o2", 0.12345)], [("o1", 0.0, 1), ("o2", 0.123, 1)]),
+    ],
+)  # fmt: skip
+def test_the_slowest_origins_stay_bounded(
+    fetches: list[tuple[str, float]], expected: list[tuple[str, float, int]]
+) -> None:
+    crawl = CrawlCounts()
+    for origin, seconds in fetches:
+        note_fetch(crawl, origin, seconds)
+    assert len(crawl.slowest) <= SLOWEST
+    got = sorted((s.origin, s.latency, s.fetches) for s in crawl.slowest)
+    assert got == sorted(expected)
+
+
+class OldCrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """``CrawlCounts`` before ``refused`` and ``slowest``."""
+
+    states: dict[str, int] = {}
+    admitted: int | None = None
+
+
+class OldPartitionCounts(msgspec.Struct, kw_only=True):
+    v: int = 1
+    partition: int
+    offsets: dict[str, int] = {}
+    crawls: dict[str, OldCrawlCounts] = {}
+    updated_at: float = 0.0
+
+
+def test_old_and_new_records_read_each_other() -> None:
+    old = OldPartitionCounts(partition=2, crawls={"c": OldCrawlCounts(states={"fetched": 3})})
+    new = decode_counts(msgspec.json.encode(old))  # a record written before the new fields
+    assert new.crawls["c"].slowest == [] and new.crawls["c"].refused == 0
+    ch = Changes(MemoryStore())
+    count(ch, "t.outcomes", 2, 1, [status("u", OUT)], refused=[status("u", OUT)],
+          fetch=fetch("http://s.test", 1.5))  # fmt: skip
+    raw = ch.get(counts_key(2))
+    assert raw is not None and b'"slowest":[["http://s.test",1.5,1]]' in raw
+    back = msgspec.json.decode(raw, type=OldPartitionCounts)  # an older `status` reading it
+    assert back.crawls["c"].states == {"out_of_scope": 1}

@@ -4,26 +4,252 @@ Each frontier partition's complete terminal-state counts are the last message of
 ``counts`` partition of the same number (``agents/stream/counts.py``), so a report costs one
 message and two watermark requests per partition, whatever the size of the crawl. The sink's
 lag is the messages of ``pages`` + ``status`` not yet committed by the ``<prefix>-sink`` group.
+
+``status --watch`` (``topology/cli/watch.py``) reads the same through one long-lived
+``StatusReader``, plus each frontier partition's owner and input lags in the workers' group,
+and derives the queue depths and the slowest origins from the same records.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 
 from streamcrawl.agents.errors import CrawlError
 from streamcrawl.agents.sinks.contract import CrawlStats
 from streamcrawl.agents.stream.counts import PartitionCounts, decode_counts
 from streamcrawl.topology.admin import config as admin_config
+from streamcrawl.topology.admin import errors as kafka_errors
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.admin.errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings
 
 READ_TIMEOUT_S = 10.0
+
+
+@dataclass
+class PartitionView:
+    """One frontier partition as the workers' consumer group has it: ``owner`` the member
+    assigned it (``client id@host``; None: unassigned), ``frontier_lag``/``outcomes_lag`` the
+    messages of that partition of ``frontier``/``outcomes`` past the group's committed offset
+    (from the log start when it committed none)."""
+
+    partition: int
+    owner: str | None
+    frontier_lag: int
+    outcomes_lag: int
+
+
+@dataclass
+class Snapshot:
+    """One reading (``StatusReader.read``): ``at`` its wall-clock time; ``stats``, ``sink_lag``
+    and ``revisits`` as ``read_status`` returns them; ``records`` the last counts record of
+    each partition; ``partitions`` empty unless read ``with_workers``, and then also when the
+    workers' group could not be read (``workers_error`` says why: an ACL, say)."""
+
+    at: float
+    stats: dict[str, CrawlStats]
+    sink_lag: int | None
+    revisits: dict[str, dict[str, Any]]
+    records: list[PartitionCounts]
+    partitions: list[PartitionView] = field(default_factory=list)
+    workers_error: str | None = None
+
+
+class StatusReader:
+    """Reads ``Snapshot``s over one consumer (which never joins a group nor commits) and, for
+    the partitions' owners, one admin client; ``timeout`` bounds each request. Kafka errors
+    raise ``CrawlError``; the clients reconnect by themselves, so a later ``read`` may
+    succeed."""
+
+    def __init__(self, settings: Settings, *, timeout: float = READ_TIMEOUT_S) -> None:
+        self.settings = settings
+        self.timeout = timeout
+        self.errors = ConnectionErrors()
+        conf = (
+            admin_config.librdkafka_config(settings)
+            | self.errors.config()
+            | {
+                "group.id": admin.sink_group(settings),  # only to read its committed offsets:
+                "enable.auto.commit": False,  # never subscribes (no join) and never commits
+                "fetch.wait.max.ms": 10,  # the 12-ish messages are there: do not wait for more
+            }
+        )
+        self.consumer = Consumer(conf)
+        self._admin: AdminClient | None = None
+
+    def __enter__(self) -> StatusReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def connect(self) -> None:
+        """Raises CrawlError at once for refused credentials or an untrusted certificate (one
+        line, not a timeout of a later request), else if no broker answers."""
+        admin.connected_metadata(self.consumer, self.settings, self.errors)
+
+    def read(self, *, with_workers: bool = False) -> Snapshot:
+        """The counts, the sink's lag and (``with_workers``) each partition's owner and lag.
+        Raises CrawlError (one line) for any Kafka error."""
+        try:
+            return self._read(with_workers)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else exc
+            raise CrawlError(
+                f"reading the status from Kafka at {self.settings.kafka_bootstrap} failed: {error}"
+            ) from None
+
+    def _read(self, with_workers: bool) -> Snapshot:
+        records = self._last_records()
+        snapshot = summarize(records, self._sink_lag(), time.time())
+        if with_workers:
+            try:
+                snapshot.partitions = self._workers()
+            except KafkaException as exc:  # the counts still tell most of the story
+                snapshot.workers_error = str(exc.args[0] if exc.args else exc)
+        return snapshot
+
+    def _partitions(self, short: str) -> list[TopicPartition]:
+        name = admin.topic_name(self.settings, short)
+        try:
+            topic = self.consumer.list_topics(name, timeout=self.timeout).topics.get(name)
+        except KafkaException as exc:
+            raise kafka_errors.unreachable(self.settings, self.timeout, exc) from None
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise CrawlError(
+                f"topic {name} does not exist: run `streamcrawl admin create-topics` "
+                "(and check STREAMCRAWL_TOPIC_PREFIX / --topic-prefix)"
+            )
+        return [TopicPartition(name, p) for p in sorted(topic.partitions)]
+
+    def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        low, high = self.consumer.get_watermark_offsets(tp, timeout=self.timeout)
+        return int(low), int(high)
+
+    def _last_records(self) -> list[PartitionCounts]:
+        """The last message of every non-empty ``counts`` partition, decoded."""
+        wanted = []
+        for tp in self._partitions("counts"):
+            low, high = self._watermarks(tp)
+            if high > low:
+                wanted.append(TopicPartition(tp.topic, tp.partition, high - 1))
+        if not wanted:
+            return []
+        self.consumer.assign(wanted)
+        found: dict[int, PartitionCounts] = {}
+        deadline = time.monotonic() + self.timeout
+        while len(found) < len(wanted):
+            if time.monotonic() > deadline:
+                raise CrawlError(
+                    f"read {len(found)} of {len(wanted)} counts partitions of "
+                    f"{wanted[0].topic} within {self.timeout:g} s: is the broker overloaded?"
+                )
+            msg = self.consumer.poll(0.1)
+            if msg is None or msg.error() is not None:
+                continue
+            partition = msg.partition() or 0
+            try:
+                found[partition] = decode_counts(msg.value() or b"")
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                print(f"streamcrawl: skipping counts partition {partition}: {exc}", file=sys.stderr)
+                found[partition] = PartitionCounts(partition=partition)
+        self.consumer.unassign()
+        return [found[p] for p in sorted(found)]
+
+    def _sink_lag(self) -> int | None:
+        tps = [*self._partitions("pages"), *self._partitions("status")]
+        committed = self.consumer.committed(tps, timeout=self.timeout)
+        if all(tp.offset < 0 for tp in committed):
+            return None
+        return self._lag(committed)
+
+    def _lag(self, committed: list[TopicPartition]) -> int:
+        """Messages past the committed offsets (from the log start where none)."""
+        lag = 0
+        for tp in committed:
+            low, high = self._watermarks(tp)
+            lag += high - (tp.offset if tp.offset >= 0 else low)
+        return lag
+
+    def _workers(self) -> list[PartitionView]:
+        """Each frontier partition's owner in the workers' group, and its two input lags."""
+        group = admin.app_id(self.settings)
+        owners = self._owners(group)
+        frontier, outcomes = self._partitions("frontier"), self._partitions("outcomes")
+        committed = self._committed(group, [*frontier, *outcomes])
+        views = []
+        for f, o in zip(frontier, outcomes, strict=False):
+            f_at = committed.get((f.topic, f.partition), TopicPartition(f.topic, f.partition))
+            o_at = committed.get((o.topic, o.partition), TopicPartition(o.topic, o.partition))
+            views.append(
+                PartitionView(
+                    f.partition, owners.get(f.partition), self._lag([f_at]), self._lag([o_at])
+                )
+            )
+        return views
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            conf = admin_config.librdkafka_config(self.settings) | self.errors.config()
+            self._admin = AdminClient(conf)
+        return self._admin
+
+    def _owners(self, group: str) -> dict[int, str]:
+        """Frontier partition -> ``client id@host`` of the member that has it (the member id's
+        tail added where two members would read the same)."""
+        future = self._client().describe_consumer_groups([group], request_timeout=self.timeout)
+        try:
+            description = future[group].result(timeout=self.timeout + 1)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:  # no worker started yet
+                return {}
+            raise
+        frontier = admin.topic_name(self.settings, "frontier")
+        labels = [f"{m.client_id}@{m.host.lstrip('/')}" for m in description.members]
+        owners: dict[int, str] = {}
+        for member, label in zip(description.members, labels, strict=True):
+            if labels.count(label) > 1:
+                label += "#" + member.member_id[-6:]
+            for tp in member.assignment.topic_partitions:
+                if tp.topic == frontier:
+                    owners[tp.partition] = label
+        return owners
+
+    def _committed(
+        self, group: str, tps: list[TopicPartition]
+    ) -> dict[tuple[str, int], TopicPartition]:
+        request = [ConsumerGroupTopicPartitions(group, tps)]
+        future = self._client().list_consumer_group_offsets(request, request_timeout=self.timeout)
+        result = future[group].result(timeout=self.timeout + 1)
+        return {(tp.topic, tp.partition): tp for tp in result.topic_partitions or []}
+
+
+def summarize(records: list[PartitionCounts], sink_lag: int | None, at: float) -> Snapshot:
+    """The ``Snapshot`` of ``records`` read at ``at``: their counts summed per crawl."""
+    stats: dict[str, CrawlStats] = {}
+    for record in records:
+        for crawl_id, counts in record.crawls.items():
+            crawl = stats.setdefault(crawl_id, CrawlStats())
+            for state, n in counts.states.items():
+                crawl.states[state] = crawl.states.get(state, 0) + n
+            crawl.widen(counts.first_fetched_at, counts.last_fetched_at)
+    return Snapshot(at, stats, sink_lag, revisits(records, at), records)
 
 
 def read_status(
@@ -35,93 +261,12 @@ def read_status(
     The lag is None when the sink group has committed nothing yet. Raises CrawlError if Kafka
     is unreachable or the topics are missing.
     """
-    errors = ConnectionErrors()
-    conf = (
-        admin_config.librdkafka_config(settings)
-        | errors.config()
-        | {
-            "group.id": admin.sink_group(settings),  # only to read its committed offsets: never
-            "enable.auto.commit": False,  # subscribes (no join) and never commits
-            "fetch.wait.max.ms": 10,  # the 12-ish messages are there: do not wait for more
-        }
-    )
-    consumer = Consumer(conf)
-    try:
+    with StatusReader(settings) as reader:
         # Connected first: refused credentials or an untrusted certificate are one line now,
         # not a timeout of the metadata request below.
-        admin.connected_metadata(consumer, settings, errors)
-        stats: dict[str, CrawlStats] = {}
-        records = _last_records(consumer, settings)
-        for record in records:
-            for crawl_id, counts in record.crawls.items():
-                crawl = stats.setdefault(crawl_id, CrawlStats())
-                for state, n in counts.states.items():
-                    crawl.states[state] = crawl.states.get(state, 0) + n
-                crawl.widen(counts.first_fetched_at, counts.last_fetched_at)
-        return stats, _sink_lag(consumer, settings), revisits(records, time.time())
-    finally:
-        consumer.close()
-
-
-def _partitions(consumer: Consumer, settings: Settings, short: str) -> list[TopicPartition]:
-    name = admin.topic_name(settings, short)
-    try:
-        topic = consumer.list_topics(name, timeout=admin.CONNECT_TIMEOUT_S).topics.get(name)
-    except KafkaException as exc:
-        raise admin.unreachable(settings, exc) from None
-    if topic is None or topic.error is not None or not topic.partitions:
-        raise CrawlError(
-            f"topic {name} does not exist: run `streamcrawl admin create-topics` "
-            "(and check STREAMCRAWL_TOPIC_PREFIX / --topic-prefix)"
-        )
-    return [TopicPartition(name, p) for p in sorted(topic.partitions)]
-
-
-def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
-    low, high = consumer.get_watermark_offsets(tp, timeout=admin.CONNECT_TIMEOUT_S)
-    return int(low), int(high)
-
-
-def _last_records(consumer: Consumer, settings: Settings) -> list[PartitionCounts]:
-    """The last message of every non-empty ``counts`` partition, decoded."""
-    wanted = []
-    for tp in _partitions(consumer, settings, "counts"):
-        low, high = _watermarks(consumer, tp)
-        if high > low:
-            wanted.append(TopicPartition(tp.topic, tp.partition, high - 1))
-    if not wanted:
-        return []
-    consumer.assign(wanted)
-    found: dict[int, PartitionCounts] = {}
-    deadline = time.monotonic() + READ_TIMEOUT_S
-    while len(found) < len(wanted):
-        if time.monotonic() > deadline:
-            raise CrawlError(
-                f"read {len(found)} of {len(wanted)} counts partitions of "
-                f"{wanted[0].topic} within {READ_TIMEOUT_S:g} s: is the broker overloaded?"
-            )
-        msg = consumer.poll(0.1)
-        if msg is None or msg.error() is not None:
-            continue
-        partition = msg.partition() or 0
-        try:
-            found[partition] = decode_counts(msg.value() or b"")
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            print(f"streamcrawl: skipping counts partition {partition}: {exc}", file=sys.stderr)
-            found[partition] = PartitionCounts(partition=partition)
-    return list(found.values())
-
-
-def _sink_lag(consumer: Consumer, settings: Settings) -> int | None:
-    tps = [*_partitions(consumer, settings, "pages"), *_partitions(consumer, settings, "status")]
-    committed = consumer.committed(tps, timeout=admin.CONNECT_TIMEOUT_S)
-    if all(tp.offset < 0 for tp in committed):
-        return None
-    lag = 0
-    for tp in committed:
-        low, high = _watermarks(consumer, tp)
-        lag += high - (tp.offset if tp.offset >= 0 else low)
-    return lag
+        reader.connect()
+        snapshot = reader.read()
+    return snapshot.stats, snapshot.sink_lag, snapshot.revisits
 
 
 def revisits(records: list[PartitionCounts], now: float) -> dict[str, dict[str, Any]]:
@@ -166,6 +311,47 @@ def revisits(records: list[PartitionCounts], now: float) -> dict[str, dict[str, 
         changed = r.pop("changed")
         r["changed_share"] = round(changed / r["fetched"], 3) if r["fetched"] else None
     return out
+
+
+def queue_depths(
+    records: list[PartitionCounts], crawl_id: str | None = None
+) -> tuple[dict[str, int], dict[int, int]]:
+    """The URLs queued and not yet ended (``CrawlCounts.refused``): per crawl, and per
+    partition (all crawls, or ``crawl_id``'s). First fetches only: a continuous crawl's
+    revisits wait in lanes (``revisits``). A record written before ``refused`` existed counts
+    its URLs ended at admission as queued ones ended; a partition's depth is then clamped at 0.
+    """
+    crawls: dict[str, int] = {}
+    partitions: dict[int, int] = {}
+    for record in records:
+        here = 0
+        for cid, c in record.crawls.items():
+            if crawl_id is not None and cid != crawl_id:
+                continue
+            depth = max(0, (c.admitted or 0) - (sum(c.states.values()) - c.refused))
+            crawls[cid] = crawls.get(cid, 0) + depth
+            here += depth
+        partitions[record.partition] = here
+    return crawls, partitions
+
+
+def slowest_origins(
+    records: list[PartitionCounts], crawl_id: str | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
+    """The ``limit`` slowest origins (``CrawlCounts.slowest``) of all crawls or ``crawl_id``,
+    slowest first: ``{"origin", "crawl_id", "latency_s", "fetches", "partition"}``."""
+    found = sorted(
+        ((-s.latency, s.origin, cid, s.fetches, record.partition)
+         for record in records
+         for cid, c in record.crawls.items()
+         if crawl_id is None or cid == crawl_id
+         for s in c.slowest),
+    )[:limit]  # fmt: skip
+    return [
+        {"origin": origin, "crawl_id": cid, "latency_s": -latency, "fetches": fetches,
+         "partition": partition}
+        for latency, origin, cid, fetches, partition in found
+    ]  # fmt: skip
 
 
 def report(

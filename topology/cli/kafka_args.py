@@ -88,9 +88,23 @@ def add_kafka_commands(sub: Any) -> None:
     _service_flags(status)  # the counts topic and the sink group's lag
     _cassandra_flags(status)  # --exact
     status.add_argument("--crawl-id", help="one crawl (default: all)")
-    status.add_argument("--json", action="store_true", help="one JSON object")
+    status.add_argument(
+        "--json", action="store_true", help="one JSON object (--watch: one per line per refresh)"
+    )
     status.add_argument(
         "--exact", action="store_true", help="count the state rows in Cassandra (reads them all)"
+    )
+    status.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh until Ctrl-C: a live view on a terminal (rates, queue, partition owners "
+        "and lags, slowest origins), else one line per refresh",
+    )
+    status.add_argument(
+        "--interval",
+        type=_seconds,
+        metavar="SECONDS",
+        help="--watch: seconds between refreshes (default 2)",
     )
 
     for verb in ("pause", "resume", "stop"):
@@ -118,6 +132,17 @@ def add_kafka_commands(sub: Any) -> None:
         help="topic replication (env STREAMCRAWL_REPLICATION_FACTOR)",
     )
     _warc_command(sub)
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0 seconds, got {text}")
+    return value
 
 
 def _warc_command(sub: Any) -> None:

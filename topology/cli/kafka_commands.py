@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from streamcrawl.agents.errors import CrawlError
+from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sinks.contract import CrawlStats
 from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import CrawlRunState
@@ -69,7 +69,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status [--crawl-id ID] [--json] [--exact]``: counts per terminal state.
+    """``status [--crawl-id ID] [--json] [--exact] [--watch [--interval S]]``: counts per
+    terminal state.
 
     From the frontier agents' per-partition counts on ``<prefix>.counts`` (one message per
     partition, ``topology/admin/status.py``), with the sink's lag; ``--exact`` counts the
@@ -79,13 +80,36 @@ def cmd_status(args: argparse.Namespace) -> int:
     the sink has not written yet, null before its first commit) or ``cassandra``. Without
     ``--crawl-id`` the object sums all crawls (``crawl_id`` null) and adds
     ``"crawls": {id: {"states", "pages_per_s"}}``.
+
+    ``--watch`` refreshes every ``--interval`` seconds (default 2) until Ctrl-C or SIGTERM
+    (exit 0), ``topology/cli/watch.py``; not with ``--exact``, which would scan Cassandra
+    each time.
     """
     settings = _settings(args)
+    if args.watch:
+        return _watch(settings, args)
+    if args.interval is not None:
+        raise ConfigError("--interval applies to --watch only")
     report = _status_report(settings, args.crawl_id, exact=args.exact)
     if args.json:
         print(json.dumps(report, sort_keys=False))
     else:
         _print_status(report)
+    return 0
+
+
+def _watch(settings: Settings, args: argparse.Namespace) -> int:
+    from streamcrawl.topology.cli import watch
+
+    if args.exact:
+        raise ConfigError("--watch reads the counts topic: it cannot be combined with --exact")
+    interval = args.interval if args.interval is not None else watch.INTERVAL_S
+    with (
+        watch.until_stopped(),  # Ctrl-C or SIGTERM, from the first connection on: exit 0
+        kafka_status.StatusReader(settings, timeout=watch.REQUEST_TIMEOUT_S) as reader,
+    ):
+        reader.connect()
+        watch.run(lambda: reader.read(with_workers=True), args.crawl_id, interval, args.json)
     return 0
 
 
