@@ -43,6 +43,7 @@ OLDEST_ACCEPTABLE_KUBE = (1, 33)
 # CRD kinds have no schema in kubernetes-validate: checked by targeted assertions below.
 CRD_KINDS = {
     "ServiceMonitor": "monitoring.coreos.com/v1",
+    "PrometheusRule": "monitoring.coreos.com/v1",
     "ScaledObject": "keda.sh/v1alpha1",
     "TriggerAuthentication": "keda.sh/v1alpha1",
 }

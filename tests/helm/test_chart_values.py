@@ -8,6 +8,7 @@ tests/unit/test_settings_effects.py.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ VALUES = yaml.safe_load((CHART / "values.yaml").read_text("utf-8"))
 # Values that make the keys under a prefix matter (the longest matching prefix wins).
 CONTEXTS: dict[str, dict[str, Any]] = {
     "serviceMonitor.": {"serviceMonitor": {"enabled": True}},
+    "prometheusRule.": {"prometheusRule": {"enabled": True}},
+    "grafanaDashboard.": {"grafanaDashboard": {"enabled": True}},
     "autoscaling.": {"autoscaling": {"enabled": True}},
     "autoscaling.hpa.": {"autoscaling": {"enabled": True, "type": "hpa"}},
     "autoscaling.type": {"autoscaling": {"enabled": True}},
@@ -99,6 +102,7 @@ CHANGES: dict[str, Any] = {
     "imagePullSecrets": [{"name": "regcred"}],
     "serviceMonitor.interval": "60s",
     "serviceMonitor.scrapeTimeout": "20s",
+    "prometheusRule.runbookBaseUrl": "https://wiki.example.com/crawl",
     "autoscaling.type": "hpa",
     "autoscaling.minReplicas": 2,
     "autoscaling.maxReplicas": 11,
@@ -138,6 +142,10 @@ def changed(path: str, value: Any) -> Any:
         return CHANGES[path]
     if isinstance(value, bool):
         return not value
+    if isinstance(value, float):
+        return value / 2
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+[smhdwy]", value):
+        return f"{int(value[:-1]) + 1}{value[-1]}"  # a Prometheus duration, one unit longer
     if isinstance(value, int):
         return value + 1
     if isinstance(value, str):
