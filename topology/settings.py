@@ -19,7 +19,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.net.guard import AddressGuard, parse_networks
 from streamcrawl.agents.policy.revisit import parse_duration
-from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
+from streamcrawl.agents.sinks.cassandra.config import (
+    CassandraConfig,
+    ReadConsistency,
+    WriteConsistency,
+)
+from streamcrawl.agents.sinks.cassandra.replication import replicas_per_dc
 from streamcrawl.schemas.records import Interval, RecrawlMode
 
 ENV_PREFIX = "STREAMCRAWL_"
@@ -50,7 +55,32 @@ class Settings(BaseSettings):
     partitions: int = Field(
         12, ge=1, le=10000, description="Partition count of every topic (the worker ceiling)."
     )
-    replication_factor: int = Field(1, ge=1, le=16, description="Replication of created topics.")
+    replication_factor: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Replicas of every topic the project creates, Faust's changelogs included "
+        "(`admin create-topics`, the worker): 3 on a cluster of 3+ brokers, 1 on one broker.",
+    )
+    min_insync_replicas: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="`min.insync.replicas` of every topic the project creates: replicas that "
+        "must hold a message before an acks=all write succeeds. At most the replication "
+        "factor; 2 with replication 3 (one broker may be down, writes still on two copies).",
+    )
+    kafka_acks: Literal["all", "1"] = Field(
+        "all",
+        description="Acknowledgement every producer waits for (the worker's, the CLI's): all "
+        "(every in-sync replica) or 1 (the leader alone: a leader lost before its followers "
+        "copied a message loses it).",
+    )
+    kafka_idempotence: bool = Field(
+        True,
+        description="Idempotent producers: a retried send is neither duplicated nor reordered. "
+        "Needs kafka_acks all (and, before Kafka 3.0, the IdempotentWrite ACL).",
+    )
     standby_replicas: int = Field(
         0,
         ge=0,
@@ -66,7 +96,19 @@ class Settings(BaseSettings):
     )
     cassandra_replication: str = Field(
         "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-        description="Replication map used by `admin create-schema` when creating the keyspace.",
+        description="Replication map used by `admin create-schema` when creating the keyspace "
+        "(it never alters an existing one); {'class': 'NetworkTopologyStrategy', '<dc>': 3} "
+        "on a cluster of 3+ nodes.",
+    )
+    cassandra_write_consistency: WriteConsistency = Field(
+        "LOCAL_QUORUM",
+        description="Consistency level of every Cassandra write. LOCAL_QUORUM with 3 replicas "
+        "survives one node down; ONE or ANY acknowledge a write one node holds.",
+    )
+    cassandra_read_consistency: ReadConsistency = Field(
+        "LOCAL_QUORUM",
+        description="Consistency level of every Cassandra read (`status --exact`, `pages`, the "
+        "sink's version reads); with LOCAL_QUORUM writes, LOCAL_QUORUM reads see every write.",
     )
     cassandra_username: str | None = Field(None, description="Cassandra user name.")
     cassandra_password: SecretStr | None = Field(None, description="Cassandra password.")
@@ -169,6 +211,27 @@ class Settings(BaseSettings):
             )
         return self
 
+    @field_validator("cassandra_replication")
+    @classmethod
+    def _replication_map(cls, value: str) -> str:
+        replicas_per_dc(value)  # its ValueError says what is wrong
+        return value
+
+    @model_validator(mode="after")
+    def _writes_can_succeed(self) -> Settings:
+        if self.min_insync_replicas > self.replication_factor:
+            raise ValueError(
+                f"{ENV_PREFIX}MIN_INSYNC_REPLICAS ({self.min_insync_replicas}) exceeds "
+                f"{ENV_PREFIX}REPLICATION_FACTOR ({self.replication_factor}): every acks=all "
+                "write would be refused; lower it or raise the replication"
+            )
+        if self.kafka_idempotence and self.kafka_acks != "all":
+            raise ValueError(
+                f"{ENV_PREFIX}KAFKA_IDEMPOTENCE needs {ENV_PREFIX}KAFKA_ACKS=all: set "
+                f"{ENV_PREFIX}KAFKA_IDEMPOTENCE=false to use acks {self.kafka_acks}"
+            )
+        return self
+
     @field_validator("allow_networks")
     @classmethod
     def _cidrs(cls, value: str) -> str:
@@ -258,6 +321,8 @@ class Settings(BaseSettings):
             ssl=self.cassandra_ssl,
             ssl_cafile=str(self.cassandra_ssl_cafile) if self.cassandra_ssl_cafile else None,
             concurrency=self.sink_concurrency,
+            write_consistency=self.cassandra_write_consistency,
+            read_consistency=self.cassandra_read_consistency,
         )
 
 

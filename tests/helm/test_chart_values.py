@@ -56,6 +56,7 @@ CONTEXTS: dict[str, dict[str, Any]] = {
         }
     },
     "kafka.tls.": {"kafka": {"securityProtocol": "SSL", "tls": {"caSecret": "kafka-ca"}}},
+    "kafka.acks": {"kafka": {"idempotence": False}},  # idempotence needs acks all
     "cassandra.auth.": {"cassandra": {"auth": {"existingSecret": "cassandra-user"}}},
     "cassandra.tls.ca": {"cassandra": {"tls": {"enabled": True, "caSecret": "cassandra-ca"}}},
     "warc.": {"warc": {"enabled": True}},
@@ -79,7 +80,10 @@ CHANGES: dict[str, Any] = {
     "networkPolicy.cassandra": [{"ipBlock": {"cidr": "10.4.0.0/16"}}],
     "kafka.tls.caSecret": "other-ca",
     "cassandra.keyspace": "other_ks",
-    "cassandra.replication": "{'class': 'NetworkTopologyStrategy', 'dc1': 3}",
+    "cassandra.replication": "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+    "cassandra.writeConsistency": "QUORUM",
+    "cassandra.readConsistency": "ONE",
+    "kafka.acks": "1",
     "worker.replicas": 2,
     "worker.logLevel": "DEBUG",
     "worker.allowNetworks": ["10.0.0.0/8"],
@@ -300,5 +304,71 @@ def test_the_schema_refuses_bad_seed_defaults(
     check, which fails the setup hooks (when on) before the workers roll."""
     file = tmp_path / "values.yaml"
     file.write_text(yaml.safe_dump({"seedDefaults": seed}), "utf-8")
+    proc = template(helm, "-f", str(file))
+    assert proc.returncode != 0 and SCHEMA_ERROR in proc.stderr, proc.stderr
+
+
+def test_the_chart_defaults_are_the_replicated_production_values(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chart installs on a cluster of 3+ brokers and Cassandra nodes: its defaults are the
+    values that survive one of each lost (docs/kubernetes.md), unlike the settings' own
+    defaults, which fit a single broker and node (a laptop)."""
+    docs = [d for d in yaml.safe_load_all(render(helm, {}, tmp_path, "default")) if d]
+    (data,) = [cm["data"] for cm in of_kind(docs, "ConfigMap")]
+    for name, value in data.items():
+        monkeypatch.setenv(name, value)
+    chart = Settings()
+    assert (chart.replication_factor, chart.min_insync_replicas) == (3, 2)
+    assert (chart.kafka_acks, chart.kafka_idempotence) == ("all", True)
+    assert chart.cassandra_replication == "{'class': 'NetworkTopologyStrategy', 'dc1': 3}"
+    levels = (chart.cassandra_write_consistency, chart.cassandra_read_consistency)
+    assert levels == ("LOCAL_QUORUM", "LOCAL_QUORUM")
+    laptop = {name: field.default for name, field in Settings.model_fields.items()}
+    assert (laptop["replication_factor"], laptop["min_insync_replicas"]) == (1, 1)
+    assert "'replication_factor': 1" in laptop["cassandra_replication"]
+
+
+@pytest.mark.parametrize(
+    ("kafka", "message"),
+    [
+        ({"replicationFactor": 2, "minInsyncReplicas": 3}, "must not exceed kafka.replication"),
+        ({"acks": "1"}, 'kafka.idempotence needs kafka.acks "all"'),
+    ],
+    ids=["min-isr-above-replication", "idempotence-without-acks-all"],
+)
+def test_render_fails_on_writes_that_cannot_succeed(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    kafka: dict[str, Any],
+    message: str,
+) -> None:
+    """The settings refuse the same combinations (tests/unit/test_replication_settings.py)."""
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump({"kafka": kafka}), "utf-8")
+    proc = template(helm, "-f", str(file))
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"kafka": {"acks": 1}},
+        {"kafka": {"acks": "0"}},
+        {"kafka": {"minInsyncReplicas": 0}},
+        {"cassandra": {"writeConsistency": "SERIAL"}},
+        {"cassandra": {"readConsistency": "ANY"}},
+    ],
+    ids=["acks-as-number", "acks-0", "no-insync-replica", "serial-write", "read-at-any"],
+)
+def test_the_schema_refuses_bad_durability_values(
+    helm: str,  # noqa: F811
+    tmp_path: Path,
+    values: dict[str, Any],
+) -> None:
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump(values), "utf-8")
     proc = template(helm, "-f", str(file))
     assert proc.returncode != 0 and SCHEMA_ERROR in proc.stderr, proc.stderr

@@ -67,7 +67,9 @@ def render(helm: str, services: dict[str, str], tag: str, *extra: str) -> list[d
     }
     args = [f"--set-string={k}={v}" for k, v in values.items()]
     typed = "cassandra.tls.enabled=true,kafka.partitions=2,worker.replicas=1"
-    proc = template(helm, *args, "--set", typed, *extra)
+    typed += ",kafka.replicationFactor=1,kafka.minInsyncReplicas=1"  # one broker, one node
+    single = "cassandra.replication=\"{'class': 'SimpleStrategy', 'replication_factor': 1}\""
+    proc = template(helm, *args, "--set", typed, "--set-json", single, *extra)
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 

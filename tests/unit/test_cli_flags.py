@@ -144,7 +144,7 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         monkeypatch.setattr(admin, "publish_control", publish_control)
         monkeypatch.setattr(admin, "assign_all", assign_all)
         monkeypatch.setattr(admin, "consume_to_end", consume_to_end)
-        monkeypatch.setattr(admin, "create_topics", lambda settings: [])
+        monkeypatch.setattr(admin, "create_topics", lambda settings, warn: [])
         monkeypatch.setattr(admin, "read_control", lambda settings: {})  # no crawl is known
         monkeypatch.setattr(kafka_commands, "_status_report", status_report)
         monkeypatch.setattr(status_module.StatusReader, "connect", lambda self: None)

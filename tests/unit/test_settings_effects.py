@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cassandra import ConsistencyLevel
 from pydantic import SecretStr
 
 from streamcrawl.agents.sinks.cassandra import driver as sink_cassandra_driver
@@ -23,6 +24,7 @@ from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 from streamcrawl.topology.worker import app as app_module
 from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
+from tests.unit.test_replication_settings import faust_producer, prepared_levels, session_level
 from tests.unit.test_seed_defaults import published
 from tests.unit.worker_run import run_worker
 
@@ -250,6 +252,46 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         (7, 7, 7),
     ),
     "replication_factor": ({}, 3, app_conf("topic_replication_factor"), 3),
+    # the replication settings, every producer and statement: test_replication_settings.py
+    "min_insync_replicas": (
+        {"replication_factor": 3},
+        2,
+        lambda s, build, mp: (
+            admin.topic_configs(s)["status"]["min.insync.replicas"],
+            build(s).app.tables["seen"].changelog_topic.config["min.insync.replicas"],
+        ),
+        ("2", "2"),
+    ),
+    "kafka_acks": (
+        {"kafka_idempotence": False},
+        "1",
+        lambda s, build, mp: (
+            build(s).app.conf.producer_acks,
+            admin_config.librdkafka_producer_config(s)["acks"],
+        ),
+        (1, "1"),
+    ),
+    "kafka_idempotence": (
+        {},
+        False,
+        lambda s, build, mp: (
+            faust_producer(s)[1],
+            admin_config.librdkafka_producer_config(s)["enable.idempotence"],
+        ),
+        (False, False),
+    ),
+    "cassandra_write_consistency": (
+        {},
+        "QUORUM",
+        lambda s, b, mp: prepared_levels(s)["batch"],
+        ConsistencyLevel.QUORUM,
+    ),
+    "cassandra_read_consistency": (
+        {},
+        "ONE",
+        lambda s, b, mp: session_level(s, mp),
+        ConsistencyLevel.ONE,
+    ),
     "standby_replicas": ({}, 2, app_conf("table_standby_replicas"), 2),
     "cassandra_hosts": (
         {},

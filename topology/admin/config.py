@@ -98,11 +98,12 @@ def librdkafka_config(settings: Settings) -> dict[str, Any]:
 
 
 def librdkafka_producer_config(settings: Settings) -> dict[str, Any]:
-    """confluent-kafka producer settings: murmur2 partitioning like Faust and aiokafka, acks
-    from every in-sync replica, idempotent, pages up to ``max_message_bytes``."""
+    """confluent-kafka producer settings: murmur2 partitioning like Faust and aiokafka, the
+    acks and idempotence of the settings (every in-sync replica, idempotent: the defaults),
+    pages up to ``max_message_bytes``."""
     return librdkafka_config(settings) | {
         "partitioner": PARTITIONER,
-        "acks": "all",
-        "enable.idempotence": True,
+        "acks": settings.kafka_acks,
+        "enable.idempotence": settings.kafka_idempotence,
         "message.max.bytes": settings.max_message_bytes,
     }

@@ -15,7 +15,8 @@ Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partiti
                        ``streamcrawl warc`` (group ``warc_group``)
 =====================  =========================================================================
 
-Faust's own changelog and repartition topics are created by Faust, not here.
+Each also gets ``min.insync.replicas`` from the settings (``durability_configs``), as do Faust's
+table changelogs, which are created here too, and the ``budget`` topic Faust creates.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 from confluent_kafka import (
@@ -44,6 +45,7 @@ from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import CrawlPolicy
 from streamcrawl.topology.admin import errors as kafka_errors
+from streamcrawl.topology.admin import safety
 from streamcrawl.topology.admin.config import librdkafka_config, librdkafka_producer_config
 from streamcrawl.topology.admin.errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings
@@ -85,19 +87,26 @@ def changelog_name(settings: Settings, table: str) -> str:
     return f"{app_id(settings)}-{table}-changelog"
 
 
+def durability_configs(settings: Settings) -> dict[str, str]:
+    """The configs of every topic the project creates (changelogs and ``budget`` included):
+    the replicas an acks=all write must reach (``safety.topic_warnings`` checks the values)."""
+    return {"min.insync.replicas": str(settings.min_insync_replicas)}
+
+
 def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
     """The topic-level configs each topic must have (short name -> config)."""
-    configs: dict[str, dict[str, str]] = {short: {} for short in TOPICS}
-    configs["pages"] = {
+    durable = durability_configs(settings)
+    configs: dict[str, dict[str, str]] = {short: dict(durable) for short in TOPICS}
+    configs["pages"] = durable | {
         "compression.type": "zstd",
         "max.message.bytes": str(settings.max_message_bytes),
     }
     # Raw payloads (still gzip when they came so), as big as pages: the same limit.
     configs["captures"] = dict(configs["pages"])
-    configs["control"] = {"cleanup.policy": "compact"}
+    configs["control"] = durable | {"cleanup.policy": "compact"}
     # Partition p's last message is its whole count (agents/stream/counts.py); compaction only
     # bounds the topic's size, so rolled segments are cleaned early.
-    configs["counts"] = {
+    configs["counts"] = durable | {
         "cleanup.policy": "compact",
         "segment.ms": "600000",
         "min.cleanable.dirty.ratio": "0.1",
@@ -173,21 +182,37 @@ def wait_for_topics(admin: AdminClient, names: list[str], timeout: float = 10.0)
         time.sleep(0.1)
 
 
-def create_topics(settings: Settings) -> list[str]:
+def create_topics(settings: Settings, warn: Callable[[str], None] = log.warning) -> list[str]:
     """Create the missing topics and align topic configs; returns one line per topic.
 
     Idempotent: existing topics are kept (their configs set to ours when they differ). Raises
     ``ConfigError`` before changing anything if an existing topic has a different partition
-    count than ``settings.partitions`` (keys would move to other partitions), and
-    ``CrawlError`` if Kafka cannot be reached or refuses a request.
+    count than ``settings.partitions`` (keys would move to other partitions) or the
+    replication settings cannot work on this cluster (``safety``, whose warnings go to
+    ``warn``), and ``CrawlError`` if Kafka cannot be reached or refuses a request.
     """
     errors = ConnectionErrors()
     admin = AdminClient(librdkafka_config(settings) | errors.config())
-    existing = existing_partitions(admin, settings, errors)
+    metadata = connected_metadata(admin, settings, errors)
+    topics = {name: meta for name, meta in metadata.topics.items() if not meta.error}
+    existing = {name: len(meta.partitions) for name, meta in topics.items()}
+    changelog = durability_configs(settings) | {"cleanup.policy": "compact"}
+    wanted = {changelog_name(settings, t): changelog for t in TABLES}
     configs = topic_configs(settings)
-    wanted = {changelog_name(settings, t): {"cleanup.policy": "compact"} for t in TABLES}
     wanted |= {topic_name(settings, short): configs[short] for short in TOPICS}
     _check_partitions(settings, {n: existing[n] for n in wanted if n in existing})
+    replicas = {
+        n: min((len(p.replicas) for p in topics[n].partitions.values()), default=0)
+        for n in wanted
+        if n in topics
+    }
+    rf, isr = settings.replication_factor, settings.min_insync_replicas
+    acks = librdkafka_producer_config(settings)["acks"]  # every producer's (config.py)
+    for line in [
+        *safety.topic_warnings(rf, isr, acks, len(metadata.brokers)),
+        *safety.existing_topic_warnings(rf, isr, replicas),
+    ]:
+        warn(line)
     done: list[str] = []
     missing = [n for n in wanted if n not in existing]
     if missing:

@@ -51,18 +51,26 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
-    """``admin create-topics|create-schema``: idempotent setup; prints one line per action."""
+    """``admin create-topics|create-schema``: idempotent setup; prints one line per action, and
+    one line on stderr per unsafe replication or consistency setting (``admin.safety``,
+    ``agents.sinks.cassandra.replication``)."""
     settings = _settings(args)
     if args.action == "create-topics":
-        for line in admin.create_topics(settings):
+        for line in admin.create_topics(settings, warn=_warn):
             print(line)
     else:
         from streamcrawl.agents.sinks.cassandra.driver import create_schema, quiet_driver_logs
+        from streamcrawl.agents.sinks.cassandra.replication import check_ring
 
         quiet_driver_logs()
-        for statement in create_schema(settings.cassandra_config()):
+        config = settings.cassandra_config()
+        for statement in create_schema(config, check=check_ring(config, _warn)):
             print(" ".join(statement.split()) + ";")
     return 0
+
+
+def _warn(line: str) -> None:
+    print(f"streamcrawl: warning: {line}", file=sys.stderr)
 
 
 # --- status ----------------------------------------------------------------------------------

@@ -37,11 +37,16 @@ from streamcrawl.agents.stream.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.stream.partitioner import key_partition
 from streamcrawl.agents.stream.sink_agent import SinkConsumer
 from streamcrawl.agents.stream.tables import TableStore
-from streamcrawl.topology.admin.topics import app_id, sink_group
+from streamcrawl.topology.admin.topics import app_id, durability_configs, sink_group
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker.acks import log_start_offset, refuse_untracked_acks, untrack
 from streamcrawl.topology.worker.batching import DurableCommit, run_batches
-from streamcrawl.topology.worker.clients import aiokafka_connection, faust_credentials
+from streamcrawl.topology.worker.clients import (
+    aiokafka_connection,
+    faust_acks,
+    faust_credentials,
+    use_producer_settings,
+)
 from streamcrawl.topology.worker.internals import (
     committed_offset,
     fetch_in_windows,
@@ -74,12 +79,13 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         datadir=str(settings.state_dir),
         table_standby_replicas=settings.standby_replicas,
         topic_partitions=settings.partitions,
-        topic_replication_factor=settings.replication_factor,
+        topic_replication_factor=settings.replication_factor,  # changelogs, ``budget``
         topic_disable_leader=True,
         web_port=settings.web_port,
         web_bind=settings.web_host,
         key_serializer="raw",
         value_serializer="raw",
+        producer_acks=faust_acks(settings),  # idempotence: use_producer_settings below
         producer_max_request_size=settings.max_message_bytes,
         # Pages carry their bodies: compressed by the producer (the topic's zstd keeps them).
         producer_compression_type="zstd",
@@ -93,6 +99,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         broker_rebalance_timeout=40.0,
         autodiscover=False,
     )
+    use_producer_settings(app, settings)
     metrics = Metrics(state_dir=settings.state_dir)
     fetch_worker_in_windows(app)  # while records come, fetches wait up to 100 ms for more
 
@@ -107,7 +114,9 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         )
 
     out = {s: topic(s, internal=False) for s in ("frontier", "outcomes", "pages", "status")}
-    out["budget"] = topic("budget", internal=True, partitions=1, compacting=True)
+    out["budget"] = topic(
+        "budget", internal=True, partitions=1, compacting=True, config=durability_configs(settings)
+    )
     out["counts"] = topic("counts", internal=False)  # created by `admin create-topics`
 
     async def publish(
@@ -162,6 +171,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             value_type=bytes,
             partitions=settings.partitions,
             options=table_options(settings),
+            extra_topic_configs=durability_configs(settings),  # the changelog's
         )
 
     tables = {name: table(name) for name in ("seen", "pending", "origins")}

@@ -1,5 +1,5 @@
-"""The worker's Kafka clients: aiokafka and Faust connection arguments from ``Settings``, and the
-consumers' fetch windows.
+"""The worker's Kafka clients: aiokafka and Faust connection arguments from ``Settings``, the
+acks and idempotence of Faust's producer, and the consumers' fetch windows.
 
 The librdkafka spelling of the same settings, and ``check_security`` that both sides call
 first, are in ``topology.admin.config`` (its docstring has the table of the three spellings).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamcrawl.agents.stream.connection import KafkaConnection
@@ -20,6 +21,7 @@ from streamcrawl.topology.admin.errors import refused_credentials, tls_failed, u
 from streamcrawl.topology.settings import ENV_PREFIX, Settings
 
 if TYPE_CHECKING:
+    import faust
     from faust.types.auth import CredentialsT
 
 
@@ -65,6 +67,29 @@ def faust_credentials(settings: Settings) -> CredentialsT | None:
             ssl_context=context,
         )
     return SSLCredentials(context) if context is not None else None
+
+
+def faust_acks(settings: Settings) -> int:
+    """Faust's ``producer_acks`` for ``settings.kafka_acks``: -1 (all) or 1."""
+    return -1 if settings.kafka_acks == "all" else 1
+
+
+def use_producer_settings(app: faust.App, settings: Settings) -> None:
+    """Make Faust's producer (the worker's messages and table changelogs) idempotent when
+    ``settings.kafka_idempotence`` says so; its acks are Faust's ``producer_acks``
+    (``faust_acks``). Faust has no setting for idempotence: it asks aiokafka for it only in
+    transactions, through ``Producer._settings_extra``, which this subclass extends; the app's
+    transport builds the producer from it."""
+    from faust.transport.drivers import aiokafka as driver
+
+    if not settings.kafka_idempotence:
+        return
+
+    class Producer(driver.Producer):
+        def _settings_extra(self) -> Mapping[str, Any]:
+            return {**super()._settings_extra(), "enable_idempotence": True}
+
+    app.transport.Producer = Producer  # type: ignore[misc]
 
 
 def check_connection(settings: Settings, timeout: float) -> None:

@@ -15,7 +15,9 @@ reaches, and why no public API does it:
 - ``faust.streams._current_event``: the event whose partition a table reads and writes
   (``set_current_event``), for the frontier agent's batches.
 - Elsewhere, by subclassing: ``RocksDB`` store's ``_new_store_by_url``
-  (``topology.worker.table_stores``); and the public ``consumer.ack`` and ``consumer.unacked``
+  (``topology.worker.table_stores``); the aiokafka driver's ``Producer._settings_extra``
+  (``topology.worker.clients.use_producer_settings``: an idempotent producer, which Faust asks
+  aiokafka for only in transactions); and the public ``consumer.ack`` and ``consumer.unacked``
   that ``topology.worker.acks`` wraps and prunes.
 """
 

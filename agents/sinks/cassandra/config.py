@@ -7,6 +7,14 @@ it: ``Settings.cassandra_config()``) and importing it does not load the Cassandr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+# The levels a statement may be run at (the driver's names). SERIAL and LOCAL_SERIAL are for
+# lightweight transactions, which the sink never runs; ANY and EACH_QUORUM are write-only.
+ReadConsistency = Literal["ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "LOCAL_ONE"]
+WriteConsistency = Literal[
+    "ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE"
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,3 +38,7 @@ class CassandraConfig:
     """CA bundle (PEM) for ``ssl``; ``None``: the system's CAs."""
     concurrency: int = 32
     """Statements (or batches) in flight."""
+    write_consistency: WriteConsistency = "LOCAL_QUORUM"
+    """Level of every write (rows, batches, version trims)."""
+    read_consistency: ReadConsistency = "LOCAL_QUORUM"
+    """Level of every read (``status --exact``, ``pages``, the sink's version reads)."""

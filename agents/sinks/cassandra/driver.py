@@ -30,6 +30,7 @@ from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
+from streamcrawl.agents.sinks.cassandra.replication import RingCheck
 from streamcrawl.agents.sinks.cassandra.security import explain, ssl_context
 
 CONNECT_TIMEOUT_S = 10.0
@@ -127,13 +128,16 @@ def connect(config: CassandraConfig, keyspace: str | None = None) -> tuple[Clust
 
     Uses the libev event loop when the driver wheel has it compiled in, else asyncio's (the
     asyncore default is deprecated in 3.11 and gone in 3.12).
+
+    Statements run at ``config.read_consistency`` unless they carry their own level (the
+    sink's writes carry ``config.write_consistency``).
     """
     auth = None
     if config.username:
         auth = PlainTextAuthProvider(config.username, config.password or "")
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
-        consistency_level=ConsistencyLevel.LOCAL_QUORUM,
+        consistency_level=ConsistencyLevel.name_to_value[config.read_consistency],
         request_timeout=CONNECT_TIMEOUT_S,
     )
     cluster = Cluster(
@@ -189,16 +193,35 @@ def schema_statements(config: CassandraConfig) -> list[str]:
     ]
 
 
-def create_schema(config: CassandraConfig) -> list[str]:
+def write_level(config: CassandraConfig) -> Any:
+    """The driver's value of ``config.write_consistency``, for write statements and batches."""
+    return ConsistencyLevel.name_to_value[config.write_consistency]
+
+
+def ring(cluster: Cluster, keyspace: str) -> tuple[dict[str, int], str | None]:
+    """Nodes per data centre of the connected ``cluster`` (down ones included), and the
+    replication map of ``keyspace`` if it exists."""
+    nodes: dict[str, int] = {}
+    for host in cluster.metadata.all_hosts():
+        nodes[host.datacenter or ""] = nodes.get(host.datacenter or "", 0) + 1
+    meta = cluster.metadata.keyspaces.get(keyspace)
+    return nodes, None if meta is None else meta.replication_strategy.export_for_schema()
+
+
+def create_schema(config: CassandraConfig, check: RingCheck | None = None) -> list[str]:
     """Create the keyspace and tables if missing (idempotent); returns the statements applied.
 
-    Raises ConfigError for a replication map Cassandra rejects, CrawlError if unreachable.
+    ``check`` (``replication.check_ring``) sees the ring first (``ring``) and may refuse it
+    by raising, before anything is created. Raises ConfigError for a replication map Cassandra
+    rejects, CrawlError if unreachable.
     """
     from cassandra.protocol import RequestValidationException
 
     cluster, session = connect(config)
     applied = []
     try:
+        if check is not None:
+            check(*ring(cluster, config.keyspace))
         for statement in schema_statements(config):
             try:
                 session.execute(statement, timeout=60)

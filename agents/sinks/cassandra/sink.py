@@ -43,7 +43,13 @@ from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl.agents.errors import CrawlError, SinkBackpressure
 from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
-from streamcrawl.agents.sinks.cassandra.driver import Call, Result, connect, execute_many
+from streamcrawl.agents.sinks.cassandra.driver import (
+    Call,
+    Result,
+    connect,
+    execute_many,
+    write_level,
+)
 from streamcrawl.agents.sinks.cassandra.pack import Group, Row, pack
 from streamcrawl.agents.sinks.contract import (
     FIRST_WINS_BASE,
@@ -161,12 +167,16 @@ class CassandraSink:
         self._prepared = await asyncio.to_thread(self._prepare)
 
     def _prepare(self) -> dict[str, Any]:
+        """Every statement, prepared; the writes at the config's write level (the reads run at
+        the session's, ``config.read_consistency``)."""
         prepared = {}
         for name, cql in _STATEMENTS.items():
             # Qualified names, not `USE keyspace` (Cassandra 5 warns on every prepare).
             statement = self._session.prepare(cql.replace("{ks}", self._config.keyspace))
             statement.is_idempotent = True  # every write carries its own timestamp
             statement.fetch_size = SCAN_PAGE_ROWS
+            if not cql.startswith("SELECT"):
+                statement.consistency_level = write_level(self._config)
             prepared[name] = statement
         return prepared
 
@@ -273,7 +283,9 @@ class CassandraSink:
         """One request: the bound statement of a lone row, else an unlogged batch."""
         if len(group) == 1:
             return self._bind(*group[0])
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        batch = BatchStatement(
+            batch_type=BatchType.UNLOGGED, consistency_level=write_level(self._config)
+        )
         batch.is_idempotent = True
         for name, row in group:
             batch.add(self._prepared[name], row)

@@ -117,11 +117,16 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
   "STREAMCRAWL_TOPIC_PREFIX" $k.topicPrefix
   "STREAMCRAWL_PARTITIONS" (toString (int $k.partitions))
   "STREAMCRAWL_REPLICATION_FACTOR" (toString (int $k.replicationFactor))
+  "STREAMCRAWL_MIN_INSYNC_REPLICAS" (toString (int $k.minInsyncReplicas))
+  "STREAMCRAWL_KAFKA_ACKS" (toString $k.acks)
+  "STREAMCRAWL_KAFKA_IDEMPOTENCE" (toString $k.idempotence)
   "STREAMCRAWL_MAX_MESSAGE_BYTES" (toString (int $k.maxMessageBytes))
   "STREAMCRAWL_STANDBY_REPLICAS" (toString (int $w.standbyReplicas))
   "STREAMCRAWL_CASSANDRA_HOSTS" $c.hosts
   "STREAMCRAWL_CASSANDRA_KEYSPACE" $c.keyspace
   "STREAMCRAWL_CASSANDRA_REPLICATION" $c.replication
+  "STREAMCRAWL_CASSANDRA_WRITE_CONSISTENCY" $c.writeConsistency
+  "STREAMCRAWL_CASSANDRA_READ_CONSISTENCY" $c.readConsistency
   "STREAMCRAWL_STATE_DIR" "/var/lib/streamcrawl"
   "STREAMCRAWL_WEB_HOST" "0.0.0.0"
   "STREAMCRAWL_WEB_PORT" (toString (int $w.webPort))
@@ -294,6 +299,13 @@ when their TLS is on. */}}
 {{- end -}}
 {{- if and .Values.kafka.tls.caSecret (not (include "streamcrawl.kafkaTLS" .)) -}}
 {{- fail (printf "kafka.tls.caSecret is set but kafka.securityProtocol is %s: use SSL or SASL_SSL, or clear kafka.tls.caSecret." .Values.kafka.securityProtocol) -}}
+{{- end -}}
+{{- $k := .Values.kafka -}}
+{{- if gt (int $k.minInsyncReplicas) (int $k.replicationFactor) -}}
+{{- fail (printf "kafka.minInsyncReplicas (%d) must not exceed kafka.replicationFactor (%d): every acks=all write would be refused." (int $k.minInsyncReplicas) (int $k.replicationFactor)) -}}
+{{- end -}}
+{{- if and $k.idempotence (ne (toString $k.acks) "all") -}}
+{{- fail (printf "kafka.idempotence needs kafka.acks \"all\": set kafka.idempotence=false to use acks %s." (toString $k.acks)) -}}
 {{- end -}}
 {{- if and .Values.cassandra.tls.caSecret (not .Values.cassandra.tls.enabled) -}}
 {{- fail "cassandra.tls.caSecret is set but cassandra.tls.enabled is false: enable TLS, or clear cassandra.tls.caSecret." -}}
