@@ -84,3 +84,58 @@ def test_a_cluster_id_never_reads_as_an_option(checkout: Path) -> None:
     assert len(ids) == 1000
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 and set(i) <= URLSAFE for i in ids)
+
+
+# -- scripts/services.sh, without starting anything -------------------------------------------
+
+SERVICES_SH = ROOT / "scripts" / "services.sh"
+
+
+def services_sh(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STREAMCRAWL_SERVICES_DIR": str(state), "PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(SERVICES_SH), *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("start", "--nodes", "2"), "--nodes 2: use 1 (the default) or 3"),
+        (("start", "--secure", "--nodes", "3"), "--secure runs a single node only"),
+        (("pause", "kafka:2"), "no node 'kafka:2'"),
+        (("kill", "zookeeper"), "unknown service 'zookeeper'"),
+        (("kill",), "name the nodes to signal"),
+    ],
+)
+def test_services_refuses_what_it_cannot_do(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    r = services_sh(tmp_path, *args)
+    assert r.returncode == 1
+    assert says in r.stderr
+
+
+def test_services_status_lists_each_node_of_a_cluster(tmp_path: Path) -> None:
+    assert services_sh(tmp_path, "status").stdout.splitlines() == ["kafka: down", "cassandra: down"]
+    (tmp_path / "nodes").write_text("3\n")
+    r = services_sh(tmp_path, "status")
+    assert r.returncode == 3
+    assert r.stdout.splitlines() == [
+        f"{s}:{n}: down" for s in ("kafka", "cassandra") for n in (1, 2, 3)
+    ]
+
+
+def test_free_ports_bind_on_every_loopback_address() -> None:
+    hosts = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    r = subprocess.run(
+        [sys.executable, str(PROBE), "free-ports", "4", *hosts],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ports = [int(p) for p in r.stdout.split()]
+    assert len(set(ports)) == 4
+    for port in ports:
+        free = subprocess.run([sys.executable, str(PROBE), "port-free", str(port), *hosts])
+        assert free.returncode == 0

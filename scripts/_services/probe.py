@@ -1,10 +1,16 @@
 """Port helpers and readiness probes for scripts/services.sh.
 
 Usage:
-    probe.py free-ports N                    print N distinct free 127.0.0.1 TCP ports
-    probe.py port-free PORT                  exit 0 if 127.0.0.1:PORT can be bound, else 1
-    probe.py kafka HOST:PORT TIMEOUT         exit 0 once a Kafka admin call succeeds
-    probe.py cassandra HOST:PORT TIMEOUT     exit 0 once `SELECT release_version` succeeds
+    probe.py free-ports N [HOST...]          print N distinct TCP ports free on every HOST
+                                             (default: 127.0.0.1)
+    probe.py port-free PORT [HOST...]        exit 0 if PORT can be bound on every HOST, else 1
+    probe.py kafka HOST:PORT TIMEOUT [ID...] exit 0 once a Kafka admin call succeeds and the
+                                             metadata lists the brokers ID... (unfenced)
+    probe.py cassandra HOST:PORT TIMEOUT     exit 0 once `SELECT release_version` succeeds on
+                                             that node
+    probe.py cassandra-ring TIMEOUT HOST:PORT...
+                                             exit 0 once each node lists all the others as
+                                             peers with its own schema version
     probe.py cassandra-roles HOST:PORT TIMEOUT
                                              as the default superuser (TLS): create the client
                                              role, then change the superuser's password
@@ -31,25 +37,46 @@ from typing import Any
 NO_CLIENT = 2
 
 
-def free_ports(count: int) -> list[int]:
+LOOPBACK = ("127.0.0.1",)
+
+
+def free_ports(count: int, hosts: tuple[str, ...] = LOOPBACK) -> list[int]:
+    """Ports the kernel picks on the first host and that bind on the others too."""
     # Hold every socket open until all are bound, so that the ports are distinct.
-    socks = [socket.socket() for _ in range(count)]
+    held: list[socket.socket] = []
+    ports: list[int] = []
     try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
+        while len(ports) < count:
+            first = socket.socket()
+            held.append(first)
+            first.bind((hosts[0], 0))
+            port = int(first.getsockname()[1])
+            if _bind_all(port, hosts[1:], held):
+                ports.append(port)
+        return ports
     finally:
-        for sock in socks:
+        for sock in held:
             sock.close()
 
 
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
+def _bind_all(port: int, hosts: tuple[str, ...], held: list[socket.socket]) -> bool:
+    for host in hosts:
+        sock = socket.socket()
+        held.append(sock)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError:
             return False
-        return True
+    return True
+
+
+def port_free(port: int, hosts: tuple[str, ...] = LOOPBACK) -> bool:
+    held: list[socket.socket] = []
+    try:
+        return _bind_all(port, hosts, held)
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def _until_ready(what: str, attempt: Callable[[], bool], timeout: float) -> int:
@@ -67,7 +94,9 @@ def _until_ready(what: str, attempt: Callable[[], bool], timeout: float) -> int:
         time.sleep(0.5)
 
 
-def kafka_ready(bootstrap: str, timeout: float) -> int:
+def kafka_ready(bootstrap: str, timeout: float, broker_ids: set[int] | None = None) -> int:
+    """Ready once the metadata lists a broker, or all of ``broker_ids`` when given (a broker of
+    a cluster appears there once the controller quorum has unfenced it)."""
     try:
         from confluent_kafka.admin import AdminClient
     except ImportError:
@@ -76,9 +105,14 @@ def kafka_ready(bootstrap: str, timeout: float) -> int:
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet, **_librdkafka_security()})
-    return _until_ready(
-        f"kafka at {bootstrap}", lambda: bool(admin.list_topics(timeout=5).brokers), timeout
-    )
+
+    def attempt() -> bool:
+        brokers = admin.list_topics(timeout=5).brokers
+        if broker_ids and not broker_ids <= set(brokers):
+            raise RuntimeError(f"brokers {sorted(brokers)}, waiting for {sorted(broker_ids)}")
+        return bool(brokers)
+
+    return _until_ready(f"kafka at {bootstrap}", attempt, timeout)
 
 
 def _librdkafka_security() -> dict[str, str]:
@@ -135,14 +169,18 @@ def _kafka_ready_aiokafka(bootstrap: str, timeout: float) -> int:
 def _cassandra_session(
     endpoint: str, user: str | None, password: str | None, cafile: str | None
 ) -> tuple[Any, Any]:
-    """A (cluster, session) for one node, with a password and TLS when given."""
+    """A (cluster, session) that queries one node, with a password and TLS when given."""
     from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import Cluster
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
 
     host, _, port = endpoint.rpartition(":")
+    # Only this node answers: of a cluster, the node being probed and not one of its peers.
+    only_this = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]))
     cluster = Cluster(
         [host],
         port=int(port),
+        execution_profiles={EXEC_PROFILE_DEFAULT: only_this},
         protocol_version=5,
         connect_timeout=5,
         control_connection_timeout=5,
@@ -214,19 +252,50 @@ def cassandra_roles(endpoint: str, timeout: float) -> int:
     return _until_ready(f"cassandra roles at {endpoint}", attempt, timeout)
 
 
+def cassandra_ring(endpoints: list[str], timeout: float) -> int:
+    """Ready once each node lists the others in ``system.peers_v2``, all with its own schema
+    version (the driver waits for that agreement after DDL; a QUORUM write needs the peers)."""
+    try:
+        import cassandra.cluster  # noqa: F401
+    except ImportError:
+        print(f"{sys.executable} has no cassandra-driver", file=sys.stderr)
+        return NO_CLIENT
+    logging.getLogger("cassandra").setLevel(logging.CRITICAL)
+
+    def node_agrees(endpoint: str) -> bool:
+        cluster, session = _cassandra_session(endpoint, None, None, None)
+        try:
+            local = session.execute("SELECT schema_version FROM system.local").one()
+            peers = list(session.execute("SELECT peer, schema_version FROM system.peers_v2"))
+        finally:
+            cluster.shutdown()
+        versions = {row.schema_version for row in peers}
+        if len(peers) != len(endpoints) - 1 or versions != {local.schema_version}:
+            raise RuntimeError(f"{endpoint}: {len(peers)} peers, schema versions {versions}")
+        return True
+
+    return _until_ready(
+        f"cassandra ring of {len(endpoints)}",
+        lambda: all(node_agrees(endpoint) for endpoint in endpoints),
+        timeout,
+    )
+
+
 def main(argv: list[str]) -> int:
     match argv:
-        case ["free-ports", count]:
-            print(*free_ports(int(count)))
+        case ["free-ports", count, *hosts]:
+            print(*free_ports(int(count), tuple(hosts) or LOOPBACK))
             return 0
-        case ["port-free", port]:
-            return 0 if port_free(int(port)) else 1
-        case ["kafka", endpoint, timeout]:
-            return kafka_ready(endpoint, float(timeout))
+        case ["port-free", port, *hosts]:
+            return 0 if port_free(int(port), tuple(hosts) or LOOPBACK) else 1
+        case ["kafka", endpoint, timeout, *ids]:
+            return kafka_ready(endpoint, float(timeout), {int(i) for i in ids})
         case ["cassandra", endpoint, timeout]:
             return cassandra_ready(endpoint, float(timeout))
         case ["cassandra-roles", endpoint, timeout]:
             return cassandra_roles(endpoint, float(timeout))
+        case ["cassandra-ring", timeout, *endpoints] if endpoints:
+            return cassandra_ring(endpoints, float(timeout))
     print(__doc__, file=sys.stderr)
     return 64
 
