@@ -428,6 +428,15 @@ cmd_resume() {  # [target...]: start again with the ports, config and data they 
         launched+=("$node")
     done
     await_launched "${launched[@]}"
+    # A Cassandra node killed -9 loses its unsynced commit log (up to 10 s), schema changes
+    # included: it answers "keyspace ... does not exist" until it has pulled the schema from
+    # the others. Back means back in the ring with the schema agreed, as after `start`.
+    local cassandra=() all=()
+    for node in "${launched[@]}"; do [[ $node == cassandra-* ]] && cassandra+=("$node"); done
+    if ((${#cassandra[@]})); then
+        mapfile -t all < <(nodes_of cassandra)
+        wait_ring "${all[@]}"
+    fi
     ((${#launched[@]} == 0)) || say "resumed $(labels "${launched[@]}")"
 }
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streamcrawl.topology.admin import config as admin_config
@@ -110,6 +111,19 @@ def replicated(three_nodes: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return three_nodes
 
 
+def busiest(cluster: Cluster, topic: str) -> int:
+    """The partition of ``topic`` with the most messages so far."""
+    consumer = Consumer(admin_config.librdkafka_config(cluster.settings()) | {"group.id": "probe"})
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(cluster.settings().partitions)
+        }
+    finally:
+        consumer.close()
+    return max(ends, key=lambda p: ends[p])
+
+
 def leader(cluster: Cluster, topic: str, partition: int) -> int:
     """The broker (node id 1-3) that leads ``topic``'s ``partition`` now."""
     client = AdminClient(admin_config.librdkafka_config(cluster.settings()))
@@ -144,8 +158,9 @@ def crawl_through(
         prefix = cluster.env["STREAMCRAWL_TOPIC_PREFIX"]
         assert replicas(cluster, f"{prefix}.frontier") == 3  # the crawl really is replicated
         assert replicas(cluster, changelog_topic(cluster)) == 3
+        frontier = f"{prefix}.frontier"
         if fault == "frontier-leader":
-            node = leader(cluster, f"{prefix}.frontier", 0)
+            node = leader(cluster, frontier, busiest(cluster, frontier))
             services(state, "kill", f"kafka:{node}")
             wait_requests(servers, 60)
             services(state, "resume", f"kafka:{node}")
@@ -164,12 +179,13 @@ def crawl_through(
                 services(state, "resume", f"kafka:{node}")
                 time.sleep(5)  # in sync again before the next one goes
         elif fault == "sigstop-broker":
-            node = leader(cluster, f"{prefix}.frontier", 0)
+            hot = busiest(cluster, frontier)
+            node = leader(cluster, frontier, hot)
             services(state, "pause", f"kafka:{node}")
             # Longer than the brokers' session timeout: the controller fences it and moves
             # its partitions' leadership to the other two.
             wait_until(
-                lambda: leader(cluster, f"{prefix}.frontier", 0) != node,
+                lambda: leader(cluster, frontier, hot) != node,
                 60,
                 "leadership did not move off the paused broker",
                 interval=1,
