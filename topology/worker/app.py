@@ -67,9 +67,6 @@ def broker_urls(settings: Settings) -> list[str]:
     return [f"kafka://{host}" for host in settings.kafka_bootstrap.split(",")]
 
 
-PRODUCER_REQUEST_TIMEOUT_S = 30.0
-
-
 def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests)."""
     prefix = settings.topic_prefix
@@ -93,11 +90,6 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # Pages carry their bodies: compressed by the producer (the topic's zstd keeps them).
         producer_compression_type="zstd",
         producer_partitioner=key_partition,  # the default one, each key hashed once
-        # A broker that hangs (SIGSTOP, a frozen VM) answers nothing and keeps its connections:
-        # Faust's 20-minute default held every batch led by it that long after the controller
-        # had moved its partitions. After this, the request is retried on the new leader
-        # (idempotent, so never twice). tests/integration/test_node_loss.py, sigstop-broker.
-        producer_request_timeout=PRODUCER_REQUEST_TIMEOUT_S,
         consumer_max_fetch_size=settings.max_message_bytes,
         broker_commit_interval=1.0,
         # A worker killed -9 hands its partitions over after this (Faust's default is 60 s);
