@@ -208,18 +208,7 @@ def crawl_through(
         check_crawl(cluster, servers, PAGES, DELAY, in_flight=in_flight, timeout=300, **extra)
 
 
-# Not survived yet: a frozen broker keeps its connections and answers nothing, and the
-# producer waits Faust's producer_request_timeout (20 minutes) for a request before it tries
-# the new leader, so the crawl stalls while the broker is frozen. A 30 s timeout fixed this case
-# but, with aiokafka's idempotent producer, crashed the frontier agent with
-# OutOfOrderSequenceNumber after a 30 s single-broker outage (aiokafka issue #1017).
-FROZEN = pytest.mark.xfail(
-    strict=True, reason="a frozen broker stalls the producer for producer_request_timeout"
-)
-CASES = [pytest.param(f, marks=FROZEN) if f == "sigstop-broker" else f for f in FAULTS]
-
-
-@pytest.mark.parametrize("fault", CASES if ASKED == "1" else CASES[:1])
+@pytest.mark.parametrize("fault", FAULTS if ASKED == "1" else FAULTS[:1])
 def test_a_node_lost_mid_crawl_loses_nothing(fault: str, replicated: Path, tmp_path: Path) -> None:
     crawl_through(replicated, tmp_path, f"loss-{fault}", fault)
 

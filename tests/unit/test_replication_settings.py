@@ -141,6 +141,33 @@ def test_the_worker_producer_waits_for_every_replica_idempotently(tmp_path: Path
     )
 
 
+def test_the_worker_producer_times_out_requests_not_batches(tmp_path: Path) -> None:
+    """A request to a frozen broker gives up after PRODUCER_CONNECTION_TIMEOUT_MS, so the batch
+    goes to the new leader; the batch itself keeps Faust's producer_request_timeout (20
+    minutes): a batch expired in an outage would break the idempotent sequence for good."""
+    from streamcrawl.topology.worker.clients import PRODUCER_CONNECTION_TIMEOUT_MS
+
+    for idempotent in (True, False):
+        app = create_app(settings(tmp_path, kafka_idempotence=idempotent))
+
+        async def build() -> tuple[float, float, float]:
+            producer = app.producer._new_producer()
+            try:
+                conn_ms = producer.client._request_timeout_ms
+                return (
+                    conn_ms,
+                    producer._message_accumulator._batch_ttl,
+                    producer._request_timeout_ms,
+                )
+            finally:
+                await producer.stop()
+
+        conn_ms, batch_ttl_s, send_ms = asyncio.run(build())
+        assert conn_ms == PRODUCER_CONNECTION_TIMEOUT_MS == 30_000
+        assert batch_ttl_s == app.conf.producer_request_timeout == 1200.0
+        assert send_ms == 1_200_000
+
+
 # --- min.insync.replicas on every topic -------------------------------------------------------
 
 

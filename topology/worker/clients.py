@@ -74,20 +74,48 @@ def faust_acks(settings: Settings) -> int:
     return -1 if settings.kafka_acks == "all" else 1
 
 
+# How long one request to one broker may go unanswered before the producer drops that
+# connection and sends the batch again, to the partition's leader of the moment. A broker that
+# hangs (SIGSTOP, a frozen VM) keeps its connections and answers nothing: with Faust's
+# producer_request_timeout (20 minutes) as the request timeout too, every batch it led waited
+# that long after the controller had moved its partitions (tests/integration/test_node_loss.py,
+# sigstop-broker).
+PRODUCER_CONNECTION_TIMEOUT_MS = 30_000
+
+
 def use_producer_settings(app: faust.App, settings: Settings) -> None:
-    """Make Faust's producer (the worker's messages and table changelogs) idempotent when
-    ``settings.kafka_idempotence`` says so; its acks are Faust's ``producer_acks``
-    (``faust_acks``). Faust has no setting for idempotence: it asks aiokafka for it only in
-    transactions, through ``Producer._settings_extra``, which this subclass extends; the app's
-    transport builds the producer from it."""
+    """Install the worker's Faust producer (the worker's messages and table changelogs):
+    idempotent when ``settings.kafka_idempotence`` says so, and with a request timeout apart
+    from the batches' delivery timeout. Its acks are Faust's ``producer_acks``
+    (``faust_acks``).
+
+    Faust has no setting for idempotence: it asks aiokafka for it only in transactions,
+    through ``Producer._settings_extra``, which this subclass extends. aiokafka has one
+    ``request_timeout_ms`` for two things Kafka's own producer keeps apart (KIP-91): how long a
+    request waits for its broker (``request.timeout.ms``), and how long a batch may wait for
+    delivery before it is failed (``delivery.timeout.ms``). A short one fails batches during a
+    broker outage (``LeaderNotAvailableError``), and an idempotent producer whose batch was
+    dropped sends the next with a gap in its sequence numbers, which the broker refuses for
+    good (``OutOfOrderSequenceNumber``; aiokafka issue #1017, librdkafka #2163; a 30 s
+    producer_request_timeout crashed tests/integration/test_service_faults.py this way). So
+    batches keep Faust's long timeout (they are retried, never expired, through an outage)
+    and only the connections of the producer's client get PRODUCER_CONNECTION_TIMEOUT_MS
+    (``topology.worker.internals.limit_connection_timeout``)."""
     from faust.transport.drivers import aiokafka as driver
 
-    if not settings.kafka_idempotence:
-        return
+    idempotent = settings.kafka_idempotence
 
     class Producer(driver.Producer):
         def _settings_extra(self) -> Mapping[str, Any]:
-            return {**super()._settings_extra(), "enable_idempotence": True}
+            extra = super()._settings_extra()
+            return {**extra, "enable_idempotence": True} if idempotent else extra
+
+        def _new_producer(self, transactional_id: str | None = None) -> Any:
+            from streamcrawl.topology.worker.internals import limit_connection_timeout
+
+            producer = super()._new_producer(transactional_id)
+            limit_connection_timeout(producer, PRODUCER_CONNECTION_TIMEOUT_MS)
+            return producer
 
     app.transport.Producer = Producer  # type: ignore[misc]
 
