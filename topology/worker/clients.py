@@ -99,8 +99,8 @@ def use_producer_settings(app: faust.App, settings: Settings) -> None:
     good (``OutOfOrderSequenceNumber``; aiokafka issue #1017, librdkafka #2163; a 30 s
     producer_request_timeout crashed tests/integration/test_service_faults.py this way). So
     batches keep Faust's long timeout (they are retried, never expired, through an outage)
-    and only the connections of the producer's client get PRODUCER_CONNECTION_TIMEOUT_MS
-    (``topology.worker.internals.limit_connection_timeout``)."""
+    and only the connections of the producer's client (its ``_request_timeout_ms``, listed in
+    ``topology.worker.internals``) get PRODUCER_CONNECTION_TIMEOUT_MS."""
     from faust.transport.drivers import aiokafka as driver
 
     idempotent = settings.kafka_idempotence
@@ -111,10 +111,14 @@ def use_producer_settings(app: faust.App, settings: Settings) -> None:
             return {**extra, "enable_idempotence": True} if idempotent else extra
 
         def _new_producer(self, transactional_id: str | None = None) -> Any:
-            from streamcrawl.topology.worker.internals import limit_connection_timeout
-
             producer = super()._new_producer(transactional_id)
-            limit_connection_timeout(producer, PRODUCER_CONNECTION_TIMEOUT_MS)
+            # The client hands this to each connection it opens; on a timeout it closes
+            # that connection and the sender retries the batch (RequestTimedOutError is
+            # retriable) on the leader it then knows.
+            client = producer.client
+            client._request_timeout_ms = min(
+                client._request_timeout_ms, PRODUCER_CONNECTION_TIMEOUT_MS
+            )
             return producer
 
     app.transport.Producer = Producer  # type: ignore[misc]

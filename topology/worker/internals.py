@@ -12,16 +12,15 @@ reaches, and why no public API does it:
   consumer, and its livelock check without a task per partition (``fetch_worker_in_windows``).
 - Faust ``Consumer._committed_offset`` and ``_read_offset``: the committed and read positions
   of a partition (``committed_offset``, ``read_offset``); Faust exposes neither.
-- aiokafka ``AIOKafkaClient._request_timeout_ms`` (``limit_connection_timeout``): the request
-  timeout of the producer's connections apart from its batches' delivery timeout, which
-  aiokafka takes from the same argument (``topology.worker.clients.use_producer_settings``).
 - ``faust.streams._current_event``: the event whose partition a table reads and writes
   (``set_current_event``), for the frontier agent's batches.
 - Elsewhere, by subclassing: ``RocksDB`` store's ``_new_store_by_url``
   (``topology.worker.table_stores``); the aiokafka driver's ``Producer._settings_extra``
   (``topology.worker.clients.use_producer_settings``: an idempotent producer, which Faust asks
-  aiokafka for only in transactions); and the public ``consumer.ack`` and ``consumer.unacked``
-  that ``topology.worker.acks`` wraps and prunes.
+  aiokafka for only in transactions), and in the same subclass the producer's client's
+  ``AIOKafkaClient._request_timeout_ms`` (its connections' request timeout apart from its
+  batches' delivery timeout, which aiokafka takes from the same argument); and the public
+  ``consumer.ack`` and ``consumer.unacked`` that ``topology.worker.acks`` wraps and prunes.
 """
 
 from __future__ import annotations
@@ -57,16 +56,6 @@ def committed_offset(consumer: Any, topic: str, partition: int) -> int | None:
     left over from before the rebalance, is never taken as following the committed offset."""
     value = consumer._committed_offset.get(TP(topic, partition))
     return None if value is None else int(value)
-
-
-def limit_connection_timeout(producer: Any, timeout_ms: int) -> None:
-    """Give the connections of ``producer`` (an ``AIOKafkaProducer`` not yet started) a request
-    timeout of at most ``timeout_ms``, leaving its batches' delivery timeout as it was built.
-    Its client hands ``_request_timeout_ms`` to each connection it opens; on a timeout it
-    closes that connection and the sender retries the batch (``RequestTimedOutError`` is
-    retriable) on the leader it then knows."""
-    client = producer.client
-    client._request_timeout_ms = min(client._request_timeout_ms, timeout_ms)
 
 
 def read_offset(consumer: Any, tp: TP) -> int | None:
