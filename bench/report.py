@@ -81,6 +81,7 @@ def _command(args: dict) -> str:
     for flag, key, default in (
         ("--delay-zero", "delay_zero", "4x500"),
         ("--not-saturated", "not_saturated", "16x100@0.5"),
+        ("--many-origins", "many_origins", "2000x5@1"),
         ("--split", "split", "1.5"),
         ("--idle-seconds", "idle_seconds", 60.0),
     ):
@@ -481,6 +482,10 @@ def markdown(results: dict, chart: str) -> str:
         lines += few_origins_section(results["delay_zero"])
     if "not_saturated" in results:
         lines += not_saturated_section(results["not_saturated"])
+    if "many_origins" in results:
+        from bench.many_origins import section
+
+        lines += section(results["many_origins"])
     if "idle" in results:
         lines += idle_section(results["idle"])
     if "not_saturated" in results:

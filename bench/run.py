@@ -3,7 +3,8 @@
 Generates the synthetic web, serves it with nginx on 127.0.0.1, runs every crawler on it
 (interleaved, ``--runs`` times each), validates the WARC files of the crawlers that archive
 and compares their archives, then the politeness-bound run, the Kafka worker's rows
-(few origins at delay 0, not saturated at two delays, idle), the memory run (``--memory``)
+(few origins at delay 0, not saturated at two delays), the many-origins row (embedded and
+Kafka, bench/many_origins.py), the idle worker, the memory run (``--memory``)
 and the profiles, and writes ``docs/benchmarks.md`` and ``docs/benchmarks.png``.  Raw results
 go to ``bench/results/`` (git-ignored).  See bench/README.md.
 
@@ -63,8 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="4 origins x 250 pages, 1 run, small politeness and few-origins runs (a given "
-        "--delay-zero stands), no CPU split, no profiles",
+        help="4 origins x 250 pages, 1 run, small politeness, few-origins and many-origins runs "
+        "(a given --delay-zero or --many-origins stands), no CPU split, no profiles",
     )
     ap.add_argument("--no-politeness", action="store_true")
     ap.add_argument("--politeness-origins", type=int, default=256)
@@ -74,6 +75,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--not-saturated",
         default="16x100@0.5",
         help="ORIGINSxPAGES@DELAY of the Kafka not-saturated row (kafka-1, kafka-2); 'none' skips",
+    )
+    ap.add_argument(
+        "--many-origins",
+        default="2000x5@1",
+        metavar="ORIGINSxPAGES@DELAY",
+        help="the many-origins row (embedded, kafka-1, kafka-2; bench/many_origins.py): the "
+        "web's shape, many origins of a few pages each at a delay; 'none' skips",
     )
     ap.add_argument(
         "--split",
@@ -121,7 +129,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="JSON[,JSON...]",
         help="only rewrite --md/--png from bench/results file(s); the politeness, memory and "
         "profile rows of later files are merged into the first (each keeps its own runs), and "
-        "a later file's not-saturated and idle sections replace the first's whole",
+        "a later file's not-saturated, many-origins and idle sections replace the first's whole",
     )
     ap.add_argument(
         "--exclude-run",
@@ -141,6 +149,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         a.origins, a.pages, a.runs, a.no_profile = 4, 250, 1, True
         a.politeness_origins, a.politeness_pages = 32, 10
         a.split = "none"
+        if a.many_origins == ap.get_default("many_origins"):  # an explicit one stands
+            a.many_origins = "200x5@1"
         if a.delay_zero == ap.get_default("delay_zero"):  # an explicit --delay-zero stands
             a.delay_zero = "2x250"
     a.only = [x.strip() for x in a.only.split(",") if x.strip()]
@@ -150,6 +160,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     try:
         a.not_saturated_shape = shape(a.not_saturated, 0.5)
         a.delay_zero_shape = shape(a.delay_zero)
+        a.many_origins_shape = shape(a.many_origins, 1.0)
         a.split_delay = None if a.split == "none" else float(a.split)
     except ValueError as e:
         ap.error(str(e))
@@ -174,14 +185,15 @@ def shape(text: str, default_delay: float = 0.0) -> tuple[int, int, float] | Non
 
 # Sections of a results file that are one measurement each: a later file's replaces the first's
 # whole (its rows are compared with each other, never with another run's).
-WHOLE_SECTIONS = ("delay_zero", "not_saturated", "idle")
+WHOLE_SECTIONS = ("delay_zero", "not_saturated", "idle", "many_origins")
 
 
 def merge_results(sources: list[Path], exclude_run: list[str]) -> dict:
     """The first results file with ``exclude_run`` (``NAME:RUN:REASON``) left out of its main
     medians, and the later files merged in: their main rows as separate runs, their politeness,
     memory and profile rows by crawler (a later file's row replaces the first's, labelled with
-    its file), their not-saturated and idle sections whole (``source`` names the file)."""
+    its file), their not-saturated, many-origins and idle sections whole (``source`` names the
+    file)."""
     from bench import suite
 
     results: dict = json.loads(sources[0].read_text())
@@ -275,6 +287,16 @@ def main(argv: list[str] | None = None) -> None:
         nsite = suite.ensure_site(workdir, origins, pages, args.base_port + 3000)
         results["not_saturated"] = suite.not_saturated(
             nsite, kafka, args.runs, workdir / "not-saturated", args, delay, args.split_delay
+        )
+        checkpoint()
+    many = [n for n in args.only if n in ("embedded", "kafka-1", "kafka-2")]
+    if many and args.many_origins_shape:
+        from bench import many_origins
+
+        origins, pages, delay = args.many_origins_shape
+        msite = suite.ensure_site(workdir, origins, pages, args.base_port + 5000)
+        results["many_origins"] = many_origins.measure(
+            msite, many, args.runs, workdir / "many-origins", args, delay
         )
         checkpoint()
     if "kafka-1" in args.only and args.idle_seconds > 0:

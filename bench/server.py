@@ -60,7 +60,7 @@ def render_config(spec: SiteSpec, prefix: Path) -> str:
     )
     text = TEMPLATE.read_text().format(prefix=prefix, servers=servers)
     if os.geteuid() == 0:  # workers otherwise run as nobody and may not read a private temp dir
-        text = "user root;\nworker_rlimit_nofile 16384;\n" + text
+        text = "user root;\nworker_rlimit_nofile 32768;\n" + text
     return text
 
 
