@@ -18,6 +18,7 @@ import json
 import os
 import statistics
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,15 @@ class _Links(msgspec.Struct):
     links: msgspec.Raw = msgspec.Raw(b"[]")
 
 
-def topic_values(bootstrap: str, topic: str) -> list[bytes]:
-    """Every value of ``topic``, read once from the beginning to the end offsets."""
+def topic_messages(bootstrap: str, topic: str) -> Iterator[Any]:
+    """Every message of ``topic``, read once from each partition's start to its end offset as
+    the read began (streamed: the ``pages`` topic holds the bodies)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"page-records-{uuid.uuid4().hex}",
+            "group.id": f"bench-read-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "fetch.message.max.bytes": 16 * 1024 * 1024,
         }
@@ -43,23 +45,26 @@ def topic_values(bootstrap: str, topic: str) -> list[bytes]:
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             for p in meta.partitions
         }
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        values: list[bytes] = []
-        left = sum(ends.values())
+        consumer.assign([TopicPartition(topic, p, lo) for p, (lo, _) in ends.items()])
+        left = sum(hi - lo for lo, hi in ends.values())
         while left > 0:
             msg = consumer.poll(5.0)
             if msg is None:
                 break
             if msg.error():
                 continue
-            values.append(msg.value() or b"")
+            yield msg
             left -= 1
-        return values
     finally:
         consumer.close()
+
+
+def topic_values(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value of ``topic`` (``topic_messages``)."""
+    return [msg.value() or b"" for msg in topic_messages(bootstrap, topic)]
 
 
 def disk_bytes(data: Path, topic: str) -> int:

@@ -31,54 +31,26 @@ import argparse
 import json
 import os
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench import server
 from bench.kafka_runner import drain, seed, start_topology
-from bench.page_records import disk_bytes
+from bench.page_records import disk_bytes, topic_messages
 from bench.site import SiteSpec, generate
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def topic_bytes(bootstrap: str, topic: str) -> dict[str, int]:
-    """Messages and key + value bytes of ``topic``, read once from the beginning (streamed:
-    the ``pages`` topic holds the bodies)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"storage-bytes-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.message.max.bytes": 16 * 1024 * 1024,
-        }
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            for p in meta.partitions
-        }
-        consumer.assign([TopicPartition(topic, p, lo) for p, (lo, _) in ends.items()])
-        left = sum(hi - lo for lo, hi in ends.values())
-        out = {"messages": 0, "key_bytes": 0, "value_bytes": 0}
-        while left > 0:
-            msg = consumer.poll(5.0)
-            if msg is None:
-                break
-            if msg.error():
-                continue
-            out["messages"] += 1
-            out["key_bytes"] += len(msg.key() or b"")
-            out["value_bytes"] += len(msg.value() or b"")
-            left -= 1
-        return out
-    finally:
-        consumer.close()
+    """Messages and key + value bytes of ``topic``, read once from the beginning."""
+    out = {"messages": 0, "key_bytes": 0, "value_bytes": 0}
+    for msg in topic_messages(bootstrap, topic):
+        out["messages"] += 1
+        out["key_bytes"] += len(msg.key() or b"")
+        out["value_bytes"] += len(msg.value() or b"")
+    return out
 
 
 def kafka_figures(env: dict[str, str], data: Path | None) -> dict[str, dict]:
