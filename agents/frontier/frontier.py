@@ -58,20 +58,57 @@ def admitted_key(crawl_id: str) -> bytes:
     return META + b"admitted\x00" + crawl_id.encode()
 
 
+ORIGIN_MEMO = 256  # origins whose last record written or read is kept decoded
+
+
+class _OriginMemo:
+    """The decoded state of the record last written or read, per origin, for the last
+    ``ORIGIN_MEMO`` origins.
+
+    A page's outcome reads its origin's record, which the previous page's wrote: remembering
+    the state each write encoded makes that read a comparison and a copy instead of a decode
+    (the record holds the open queue segment, dozens of entries). Served only for the same
+    bytes, so a record changed anywhere else is decoded afresh. The states are shared: callers
+    copy them (``_copy``)."""
+
+    def __init__(self) -> None:
+        self._states: dict[bytes, tuple[bytes, OriginState]] = {}
+
+    def decode(self, key: bytes, raw: bytes) -> OriginState:
+        kept = self._states.pop(key, None)
+        if kept is not None and (kept[0] is raw or kept[0] == raw):
+            state = kept[1]
+        else:
+            state = decode_origin(raw)
+        self.remember(key, raw, state)
+        return state
+
+    def remember(self, key: bytes, raw: bytes, state: OriginState) -> None:
+        self._states[key] = (raw, state)
+        if len(self._states) > ORIGIN_MEMO:
+            del self._states[next(iter(self._states))]  # the least recently used
+
+
+_origins = _OriginMemo()
+
+
 def load_origin(store: Store | Changes, origin: str) -> OriginState:
-    """The origin's state, the caller's to change (a fresh object: from an overlay, a copy of
-    the state it decoded or was given once, see ``store_origin``)."""
+    """The origin's state, the caller's to change (a fresh object: a copy of the state the
+    overlay or the memo of decoded records holds, see ``store_origin``)."""
     key = origin_key(origin)
     if isinstance(store, Changes):
-        state = store.load(key, decode_origin)
-        return OriginState(origin=origin) if state is None else _copy(state)
-    raw = store.get(key)
-    return OriginState(origin=origin) if raw is None else decode_origin(raw)
+        state = store.load(key, functools.partial(_origins.decode, key))
+    else:
+        raw = store.get(key)
+        state = None if raw is None else _origins.decode(key, raw)
+    return OriginState(origin=origin) if state is None else _copy(state)
 
 
 def store_origin(ch: Changes, st: OriginState) -> None:
     """Write ``st``; the overlay keeps a copy, so changes the caller makes later stay out."""
-    ch.put(origin_key(st.origin), encode_origin(st), decoded=_copy(st))
+    key, raw, kept = origin_key(st.origin), encode_origin(st), _copy(st)
+    _origins.remember(key, raw, kept)
+    ch.put(key, raw, decoded=kept)
 
 
 def _copy(st: OriginState) -> OriginState:
@@ -161,6 +198,7 @@ class Frontier:
         budget: int | None,
         source: bytes = b"",
         count_admitted: bool = True,
+        canonical: bool = False,
     ) -> Admission:
         """Dedupe, scope-check and enqueue a batch of URLs for ONE origin.
 
@@ -178,6 +216,10 @@ class Frontier:
 
         ``count_admitted=False``: the caller keeps the crawl's admitted count itself (the
         Kafka agent, in its partition's counts record), else it is ``admitted_key``.
+
+        ``canonical=True``: the batch's URLs are canonical URLs of ``batch.origin`` (the
+        embedded crawl's own stages made them with these rules), so they are not canonicalized
+        again; a batch that crossed a topic is, since anyone may have written it.
         """
         result = Admission()
         # Loaded only once a URL needs it: a batch of links seen before (most of them, once a
@@ -187,22 +229,31 @@ class Frontier:
         queued = 0
         marked: set[bytes] = set()  # seen keys written by this call
         for ref in batch.urls:
-            canon = rules.canonicalizer.try_canonicalize(ref.url)
-            if canon is None:
-                result.invalid += 1
-                continue
-            if canon.origin != batch.origin:
-                result.misrouted.setdefault(canon.origin, []).append(
-                    msgspec.structs.replace(ref, url=canon.url)
-                )
-                continue
-            key = seen_key(batch.crawl_id, canon.url)
+            if canonical:
+                url = ref.url
+            else:
+                canon = rules.canonicalizer.try_canonicalize(ref.url)
+                if canon is None:
+                    result.invalid += 1
+                    continue
+                if canon.origin != batch.origin:
+                    result.misrouted.setdefault(canon.origin, []).append(
+                        msgspec.structs.replace(ref, url=canon.url)
+                    )
+                    continue
+                url = canon.url
+            key = seen_key(batch.crawl_id, url)
             seen = ch.get(key)
+            if seen is not None and not source and ref.lastmod is None:
+                result.duplicates += 1  # most links of a page: nothing replays, nothing due
+                continue
             again = None
             if seen is not None:
-                ended = _ended_at_admission(seen, source) if key not in marked else None
+                # Without a source (the embedded crawl) no event replays: a plain duplicate.
+                replay = source and key not in marked
+                ended = _ended_at_admission(seen, source) if replay else None
                 if ended is not None:  # this very event, replayed: its status may be lost
-                    result.statuses.append(_ended(batch, canon.url, *ended, now))
+                    result.statuses.append(_ended(batch, url, *ended, now))
                     marked.add(key)
                     continue
                 at = revisits.read_pointer(seen) if ref.lastmod is not None else None
@@ -214,7 +265,7 @@ class Frontier:
                         ch,
                         st,
                         batch.crawl_id,
-                        canon.url,
+                        url,
                         at,
                         functools.partial(_listed_newer, ref.lastmod, now),
                     )
@@ -223,7 +274,7 @@ class Frontier:
                         result.forced += 1
                         result.moves.append((batch.crawl_id, forced.revisit.due, -1))
                         continue
-                again = _queued_by(seen, source) if key not in marked else None
+                again = _queued_by(seen, source) if replay else None
                 if again is not None and st is None:
                     st = load_origin(ch, batch.origin)
                 if again is None or st is None or again < st.tail:
@@ -235,7 +286,7 @@ class Frontier:
             marked.add(key)
             entry = QueueEntry(
                 crawl_id=batch.crawl_id,
-                url=canon.url,
+                url=url,
                 depth=ref.depth,
                 parent=ref.parent,
                 kind=ref.kind,
@@ -247,7 +298,7 @@ class Frontier:
                 result.queued.append((again, entry))
                 queued += 1
                 continue
-            reason = rules.scope.check(canon.url, ref.depth)
+            reason = rules.scope.check(url, ref.depth)
             if reason is None and budget is not None and queued >= budget:
                 reason = "max_pages"
                 state = TerminalState.CANCELLED
@@ -255,7 +306,7 @@ class Frontier:
                 state = TerminalState.OUT_OF_SCOPE
             if reason is not None:
                 ch.put(key, _ended_mark(source, state, reason, ref.depth))
-                result.statuses.append(_ended(batch, canon.url, state, reason, ref.depth, now))
+                result.statuses.append(_ended(batch, url, state, reason, ref.depth, now))
                 continue
             if st is None:
                 st = load_origin(ch, batch.origin)

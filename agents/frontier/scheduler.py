@@ -188,11 +188,14 @@ class Scheduler:
                 heapq.heappush(self._heap, (dispatch, next(self._tick), origin))
                 continue
             if dispatch.kind in ("robots", "page"):
+                after, since_end = dispatch.after, dispatch.since_end
                 if slot.last_start > float("-inf"):
-                    dispatch = replace(dispatch, after=slot.last_start)
+                    after = slot.last_start
                 if slot.last_end is not None:
-                    dispatch = replace(dispatch, since_end=now - slot.last_end)
+                    since_end = now - slot.last_end
                     slot.last_end = None
+                if after is not dispatch.after or since_end is not dispatch.since_end:
+                    dispatch = replace(dispatch, after=after, since_end=since_end)  # one copy
                 slot.last_start = now
                 slot.turns += 1
             slot.in_flight.add(dispatch.seq)

@@ -82,6 +82,12 @@ BLOCK_CACHE_BYTES = 8 << 20
 BLOOM_BITS_PER_KEY = 10
 SEEN_CACHE = 32768  # seen marks (and META values) a RocksStore keeps in memory (~5 MB)
 _CACHED = frozenset({SEEN, META})  # small values read per link, per batch (the page budget)
+# Origin records and sealed queue segments: a few KB each, read several times per page (the
+# frontier's apply and admit, the scheduler's look at the queue head) and decoded by content
+# (``queue._decode_segment`` hashes the bytes, ``frontier.load_origin`` compares them): the very
+# object written is served, so the hash is computed once and the comparison is by identity.
+RECORD_CACHE_BYTES = 8 << 20
+_RECORDS = frozenset({ORIGINS, SEGMENTS})
 
 
 def rocks_options() -> Any:
@@ -104,8 +110,11 @@ class RocksStore(Store):
 
     The last ``SEEN_CACHE`` seen marks and ``META`` values read or written are kept in memory:
     a page links mostly URLs seen before, each such link would be a RocksDB read, and the
-    admitted count is read per batch. This process is the only writer (RocksDB's lock), and
-    ``write`` updates the cache once the batch is written.
+    admitted count is read per batch. So are the origin records and queue segments last read or
+    written, up to ``RECORD_CACHE_BYTES``: each is read several times per page, and serving the
+    same bytes object makes the decoders' look-ups by content cheap. This process
+    is the only writer (RocksDB's lock), and ``write`` updates both caches once the batch is
+    written.
     """
 
     def __init__(self, path: Path) -> None:
@@ -120,20 +129,25 @@ class RocksStore(Store):
                 "that one; if it is corrupt, delete the directory to start the crawl afresh."
             ) from exc
         self._cache: dict[bytes, bytes] = {}  # recent seen marks and META values (LRU)
+        self._records: dict[bytes, bytes] = {}  # recent origin records and segments (LRU)
+        self._record_bytes = 0
 
     def get(self, key: bytes) -> bytes | None:
-        cached = key[:1] in _CACHED
-        if cached:
-            hit = self._cache.pop(key, None)
+        # Each cache holds only keys of its namespaces: look in both before asking which.
+        for cache in (self._cache, self._records):
+            hit = cache.pop(key, None)
             if hit is not None:
-                self._cache[key] = hit  # most recently used last
+                cache[key] = hit  # most recently used last
                 return hit
         value = self._db.get(key)
         if value is None:
             return None
         value = bytes(value)
-        if cached:
+        prefix = key[:1]
+        if prefix in _CACHED:
             self._remember(key, value)
+        elif prefix in _RECORDS:
+            self._remember_record(key, value)
         return value
 
     def write(self, changes: Mapping[bytes, Value]) -> None:
@@ -146,16 +160,30 @@ class RocksStore(Store):
             else:
                 batch.put(key, value)
         self._db.write(batch)
-        for key, value in changes.items():  # written: the cache follows (never ahead of it)
-            if key[:1] in _CACHED:
+        for key, value in changes.items():  # written: the caches follow (never ahead of it)
+            prefix = key[:1]
+            if prefix in _CACHED:
                 self._cache.pop(key, None)
                 if value is not None:
                     self._remember(key, value)
+            elif prefix in _RECORDS:
+                old = self._records.pop(key, None)
+                if old is not None:
+                    self._record_bytes -= len(old)
+                if value is not None:
+                    self._remember_record(key, value)
 
     def _remember(self, key: bytes, value: bytes) -> None:
         self._cache[key] = value
         if len(self._cache) > SEEN_CACHE:
             del self._cache[next(iter(self._cache))]  # the least recently used
+
+    def _remember_record(self, key: bytes, value: bytes) -> None:
+        self._records[key] = value
+        self._record_bytes += len(value)
+        while self._record_bytes > RECORD_CACHE_BYTES and self._records:
+            oldest = next(iter(self._records))  # the least recently used
+            self._record_bytes -= len(self._records.pop(oldest))
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from streamcrawl.agents.frontier import frontier
 from streamcrawl.agents.frontier.frontier import Frontier, load_origin, origin_key, store_origin
 from streamcrawl.agents.frontier.store import Changes, MemoryStore
 from streamcrawl.agents.stream.frontier_agent import Where
@@ -69,6 +70,34 @@ def test_the_frontier_gets_copies_that_its_changes_cannot_reach() -> None:
     stored.done.append(4)  # changed after it was stored: not seen either
     assert load_origin(ch, ORIGIN) == state(5)
     assert ch.get(KEY) == _encode(state(5))
+
+
+def test_a_stored_record_read_back_is_not_decoded_and_stays_out_of_reach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The record a commit wrote is what the next overlay reads: the state store_origin encoded
+    # is served for those bytes (a copy), and what a caller changes never reaches it.
+    calls = []
+    monkeypatch.setattr(
+        frontier, "decode_origin", lambda raw: calls.append(raw) or _decode_state(raw)
+    )
+    store = MemoryStore()
+    ch = Changes(store)
+    stored = state(5)
+    stored.inline.append(QueueEntry(crawl_id="c", url=ORIGIN + "/x", depth=0))
+    store_origin(ch, stored)
+    ch.commit()
+    stored.tail = 7  # after the write: not in the record
+    first = load_origin(Changes(store), ORIGIN)
+    assert first.tail == 5 and calls == []
+    first.inline.clear()
+    first.done.append(3)
+    assert load_origin(store, ORIGIN).inline == stored.inline and calls == []
+    store.write({KEY: _encode(state(6))})  # bytes nobody encoded here: decoded
+    assert load_origin(Changes(store), ORIGIN).tail == 6 and len(calls) == 1
+
+
+_decode_state = msgspec.msgpack.Decoder(OriginState).decode
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, cached: bool) -> tuple[Any, list[Any], Any]:

@@ -11,7 +11,9 @@ from streamcrawl.agents.errors import StateError
 from streamcrawl.agents.frontier import store as state
 from streamcrawl.agents.frontier.store import (
     META,
+    ORIGINS,
     SEEN,
+    SEGMENTS,
     WRITE_BUFFER_BYTES,
     WRITE_BUFFERS,
     Changes,
@@ -70,6 +72,24 @@ def test_cached_reads_follow_every_write(store: Store, monkeypatch: pytest.Monke
     assert store.get(counter) == b"1"
     store.write({counter: b"2"})
     assert store.get(counter) == b"2"
+
+
+def test_cached_records_follow_every_write(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # RocksStore serves origin records and queue segments from memory up to a byte bound: a
+    # write, an overwrite or a deletion must reach the next read, the very bytes written are
+    # served (the decoders keyed by content hash them once), and the bound must hold.
+    monkeypatch.setattr(state, "RECORD_CACHE_BYTES", 10)
+    origin, segment = ORIGINS + b"http://a", SEGMENTS + b"http://a\x00\x00"
+    value = b"12345"
+    store.write({origin: value, segment: b"abcde"})
+    assert store.get(origin) == value and store.get(segment) == b"abcde"
+    if isinstance(store, RocksStore):
+        assert store.get(origin) is value
+    store.write({origin: b"xyz", segment: None})
+    assert store.get(origin) == b"xyz" and store.get(segment) is None
+    store.write({ORIGINS + b"http://b": b"0123456789"})  # alone fills the bound
+    assert store.get(origin) == b"xyz" and store.get(ORIGINS + b"http://b") == b"0123456789"
+    assert getattr(store, "_record_bytes", 0) <= 10
 
 
 def test_rocks_state_survives_reopen(tmp_path: Path) -> None:
