@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser, LexborNode
 
@@ -154,8 +154,8 @@ class _Collector:
         self.canonical: str | None = None
         self.refresh: str | None = None
         self.robots: set[str] = set()
-        # href -> [nofollow, text, rel tokens, tag]; dicts keep insertion order
-        self.links: dict[str, list[Any]] = {}
+        # href -> its Link so far (occurrences merged); dicts keep insertion order
+        self.links: dict[str, Link] = {}
         self.feeds: dict[str, None] = {}
 
     def add_link(
@@ -176,13 +176,15 @@ class _Collector:
         seen = self.links.get(href)
         if seen is None:
             text = _anchor_text(node, tag) if node is not None else ""
-            self.links[href] = [nofollow, text, tokens, tag]
+            self.links[href] = Link(href, nofollow, text, tokens, tag)
             return
-        seen[0] = seen[0] and nofollow
-        if not seen[1] and node is not None:
-            seen[1] = _anchor_text(node, tag)
-        if seen[2]:
-            seen[2] = tuple(t for t in seen[2] if t in tokens)
+        merged = seen._replace(
+            nofollow=seen.nofollow and nofollow,
+            text=seen.text or (_anchor_text(node, tag) if node is not None else ""),
+            rel=tuple(t for t in seen.rel if t in tokens),
+        )
+        if merged != seen:
+            self.links[href] = merged
 
     def visit(self, node: LexborNode) -> None:
         tag = node.tag
@@ -228,7 +230,7 @@ class _Collector:
         return ParsedPage(
             title=self.title,
             base=self.base or self.url,
-            links=[Link(href, *fields) for href, fields in self.links.items()],
+            links=list(self.links.values()),
             canonical=self.canonical,
             meta_robots=frozenset(self.robots),
             meta_refresh=self.refresh,

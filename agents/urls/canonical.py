@@ -264,11 +264,10 @@ class Canonicalizer:
         lookup = self._lookup
         page = lookup(base, None)
         # An absolute href ignores the base, a root-relative one only needs the base's origin
-        # and a path-relative one the base's folder: keying them so shares cache entries
-        # across all pages of a site (of a folder), instead of a miss per page.
-        root, folder = (
-            (page.origin + "/", _folder(base)) if isinstance(page, Canonical) else (base, None)
-        )
+        # and a path-relative one the base's folder: each is keyed as the absolute URL it
+        # spells (origin + href, folder + href), so "/s/p.html", "../s/p.html" from any
+        # folder and "http://host/s/p.html" share one cache entry, site-wide.
+        origin, folder = (page.origin, _folder(base)) if isinstance(page, Canonical) else ("", None)
         out: list[Canonical | None] = []
         for href in hrefs:
             # The crawl key drops the fragment, so the cache is keyed without it: p.html,
@@ -280,9 +279,17 @@ class Canonicalizer:
             if href.startswith(("http://", "https://")):
                 result = lookup(href, None)
             elif href[:1] == "/":
-                result = lookup(href, root)
+                # Not "//host" or "/\\host" (scheme-relative), nor with a tab or newline,
+                # which the parser removes first (so "/\t/host" is scheme-relative too).
+                if origin and not href.startswith(("//", "/\\")) and href.isprintable():
+                    result = lookup(origin + href, None)
+                else:
+                    result = lookup(href, origin + "/" if origin else base)
             elif folder is not None and _path_relative(href):
-                result = lookup(href, folder)
+                # The parser reads the folder's path, then the href's segments: as it reads
+                # them after a base's last "/" (tabs and newlines go in both, and
+                # _path_relative leaves out hrefs it would strip at the start).
+                result = lookup(folder + href, None)
             else:
                 result = lookup(href, base)
             out.append(None if isinstance(result, str) else result)

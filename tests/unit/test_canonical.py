@@ -370,6 +370,7 @@ _BASES = [
     "http://e.com/a;p=1/b;q",
     "http://e.com/%2e%2E/x/y",
     "https://[::1]:8443/x/y/",
+    "http://e.com//a/b",  # a folder path of "//": glued to an href, never scheme-relative
 ]
 _HREFS = st.one_of(
     _chars,
@@ -380,6 +381,9 @@ _HREFS = st.one_of(
             # each() cuts the fragment before its cache: the same URL as with it
             *("x #y", "x\t#y", "x\x01#y", " #y", "a#b#c", "?q#f", "//h#x", "http://h#x"),
             *("http://#x", "http://h:#x", "http://[::1#]", "x%#y", "http:#x", "a:b#c", "\\#x"),
+            # each() keys these as origin + href, or folder + href, unless they are read
+            # as scheme-relative once the parser has removed tabs and newlines
+            *("/\t/h/x", "/\n/h", "/\\h", "//h/x", ".//x", "../..//x", "/a/../b", "x/../../y"),
         ]
     ),
     st.builds(lambda a, b: a + b, st.sampled_from(["", "./", "../", "x/", "a:", "?", "#"]), _chars),
