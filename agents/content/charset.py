@@ -17,7 +17,6 @@ import zlib
 from typing import Final
 
 import brotli
-import charset_normalizer
 
 from streamcrawl.agents.errors import ErrorClass, FetchPermanent
 
@@ -89,6 +88,8 @@ def _detect(body: bytes) -> str | None:
         return "utf-8"
     except UnicodeDecodeError:
         pass
+    import charset_normalizer  # only for a page that says nothing and is not UTF-8
+
     try:
         best = charset_normalizer.from_bytes(body[:DETECT_BYTES]).best()
     except Exception:  # detection is a heuristic: any failure means "no answer"

@@ -19,9 +19,6 @@ from collections.abc import Iterator
 from typing import Final, NamedTuple
 from xml.etree.ElementTree import Element
 
-from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import XMLParser, iterparse  # type: ignore[attr-defined]
-
 log = logging.getLogger(__name__)
 
 MAX_URLS: Final = 50_000
@@ -79,6 +76,10 @@ def xml_elements(document: bytes) -> Iterator[Element]:
     """Each element of ``document`` when it ends (namespace stripped from ``tag``), safely:
     entity declarations and external references are refused; parsing stops at the first error
     after yielding what came before it."""
+    # Imported on first use: a crawl that reads no sitemap or feed never loads the XML parser.
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import XMLParser, iterparse  # type: ignore[attr-defined]
+
     # Memory stays bounded by the document (already capped), and children are freed as read.
     parser = XMLParser(target=None, forbid_dtd=False, forbid_entities=True, forbid_external=True)
     try:

@@ -9,6 +9,7 @@ disappear, and the URL's re-fetch writes them once.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -47,11 +48,21 @@ class JsonlOutput:
 
     def write(self, page: Page | None, statuses: list[UrlStatus]) -> None:
         """Append and flush to the OS (survives a process kill, not a power cut)."""
-        if page is not None:
-            self._pages.write(_encode(page) + b"\n")
+        self.write_all([(page, statuses)])
+
+    def write_all(self, output: Iterable[tuple[Page | None, list[UrlStatus]]]) -> None:
+        """``write`` of each (page, statuses) in order, with one flush of each file."""
+        pages = urls = False
+        for page, statuses in output:
+            if page is not None:
+                self._pages.write(_encode(page) + b"\n")
+                pages = True
+            if statuses:
+                self._urls.write(b"".join(_encode(s) + b"\n" for s in statuses))
+                urls = True
+        if pages:
             self._pages.flush()
-        if statuses:
-            self._urls.write(b"".join(_encode(s) + b"\n" for s in statuses))
+        if urls:
             self._urls.flush()
 
     def offsets(self) -> tuple[int, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -29,3 +30,22 @@ def test_worker_runs_with_the_thresholds(monkeypatch: pytest.MonkeyPatch) -> Non
     gc.set_threshold(700, 10, 10)
     run = run_worker(monkeypatch)
     assert (run.thresholds_at_build, run.thresholds_at_run) == (THRESHOLDS, THRESHOLDS)
+
+
+def test_an_embedded_crawl_runs_with_the_thresholds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from streamcrawl.topology.cli import crawl as command
+    from streamcrawl.topology.cli.main import build_parser
+
+    seen: list[tuple[int, int, int]] = []
+
+    def run_embedded(*args: object, **kwargs: object) -> dict[str, object]:
+        seen.append(gc.get_threshold())
+        return {"interrupted": False}
+
+    monkeypatch.setattr(command, "run_embedded", run_embedded)
+    gc.set_threshold(700, 10, 10)
+    args = build_parser().parse_args(["crawl", "http://a.example/", "--out", str(tmp_path)])
+    assert command.cmd_crawl(args) == 0
+    assert seen == [THRESHOLDS]

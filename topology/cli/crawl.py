@@ -21,6 +21,7 @@ from streamcrawl.topology.cli.options import (
     allowed_networks,
     policy_from_args,
 )
+from streamcrawl.topology.worker.gc_thresholds import tune_gc
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -33,6 +34,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         policy = msgspec.structs.replace(policy, recrawl_at=time.time())
     if args.warc is not None:
         policy = msgspec.structs.replace(policy, warc=True)
+    # A crawl process, as a worker is: the same garbage collector thresholds (the measurement
+    # for this command: docs/performance.md, "The garbage collector").
+    tune_gc()
     summary = run_embedded(
         policy,
         out=args.out,

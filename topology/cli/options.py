@@ -8,6 +8,7 @@ through ``cli.py``).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, get_type_hints
@@ -47,11 +48,17 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 positive_int = int_at_least(1)
 
 
+@functools.cache
+def _policy_hints() -> dict[str, Any]:
+    # Resolved once: every command line builds the parser, which types ~30 flags by them.
+    return get_type_hints(CrawlPolicy, include_extras=True)
+
+
 def _policy_value(name: str, parse: Callable[[str], object], what: str) -> Callable[[str], Any]:
     """An argparse type for the ``CrawlPolicy`` field ``name``: ``parse`` the text, then check
     it against the bounds on the record itself (``schemas/records.py``), which the control topic
     and the JSON Schema share."""
-    hint = get_type_hints(CrawlPolicy, include_extras=True)[name]
+    hint = _policy_hints()[name]
 
     def convert(text: str) -> Any:
         try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 class ProgressBar:
@@ -23,6 +23,10 @@ class ProgressBar:
 
     def __enter__(self) -> ProgressBar:
         if self.enabled:
+            # rich only for a terminal: imported here, a crawl without the bar never loads it.
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
             self._progress = Progress(
                 TextColumn("[bold]crawl"),
                 BarColumn(),

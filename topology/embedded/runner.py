@@ -15,13 +15,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from streamcrawl.agents.content.listings import merge, seed_sitemaps
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.frontier.frontier import (
+    Applied,
     Frontier,
     admitted_count,
     decode_origin,
@@ -36,8 +37,17 @@ from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.net.stages import Report, Stages
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.sinks.files import JsonlOutput
-from streamcrawl.agents.sinks.warc.files import WarcFiles, recover
-from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, UrlRef, UrlStatus
+from streamcrawl.schemas.records import (
+    CrawlPolicy,
+    FrontierBatch,
+    OriginState,
+    Page,
+    UrlRef,
+    UrlStatus,
+)
+
+if TYPE_CHECKING:
+    from streamcrawl.agents.sinks.warc.files import WarcFiles
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +169,7 @@ class EmbeddedCrawl:
             self.summary.queued += len(admission.queued)
             if admission.state is not None:
                 self.scheduler.track(admission.state)
-        self._commit(ch, None, statuses)
+        self._commit(ch, [(None, statuses)])
         self.store.write({POLICY_KEY: msgspec.json.encode(self.policy)})
 
     def _budget(self, ch: Changes) -> int | None:
@@ -167,17 +177,27 @@ class EmbeddedCrawl:
             return None
         return max(0, self.policy.max_pages - admitted_count(ch, self.policy.crawl_id))
 
-    def _commit(self, ch: Changes, report: Report | None, statuses: list[UrlStatus]) -> None:
-        if report is not None and report.capture is not None and self.warc is not None:
+    def _commit(self, ch: Changes, applied: list[tuple[Report | None, list[UrlStatus]]]) -> None:
+        """Write the output of ``applied`` (each report, or none, with the statuses it ended),
+        then commit ``ch`` with the output's offsets: one atomic state write."""
+        captures = [r.capture for r, _ in applied if r is not None and r.capture is not None]
+        if captures and self.warc is not None:
             # Archived before the state commit: a crash in between fetches the URL again on
             # resume (a second capture, in a new file), never loses the first.
-            self.warc.write([report.capture])
-        page = report.page if report is not None else None
-        if page is not None and page.body is not None and not self.policy.store_bodies:
-            page = msgspec.structs.replace(page, body=None)  # no page stream here: files only
-        self.sink.write(page, statuses)
+            self.warc.write(captures)
+        output = []
+        for report, statuses in applied:
+            page = report.page if report is not None else None
+            if page is not None and page.body is not None and not self.policy.store_bodies:
+                page = msgspec.structs.replace(page, body=None)  # no page stream: files only
+            output.append((page, statuses))
+        self.sink.write_all(output)
         pages_off, urls_off = self.sink.offsets()
         ch.commit({OFFSETS_KEY: f"{pages_off},{urls_off}".encode()})
+        for page, statuses in output:
+            self._count(page, statuses)
+
+    def _count(self, page: Page | None, statuses: list[UrlStatus]) -> None:
         for status in statuses:
             self.summary.states[status.state] += 1
             if status.previous is not None:  # a revisit moved the URL from that state
@@ -188,15 +208,37 @@ class EmbeddedCrawl:
             if page.change is not None:
                 self.summary.changes[page.change] += 1
 
-    def _apply(self, report: Report) -> None:
-        """Admit discovered links, apply the outcome, write output, commit: one transaction."""
+    def _apply(self, reports: list[Report]) -> None:
+        """Admit the links the reports found, apply their outcomes, write their output, commit:
+        one transaction for the reports of requests that ended together, in the order they
+        ended (each line, state and count as if each had its own transaction; one state
+        write and one flush of each output file instead of one per report)."""
         ch = Changes(self.store)
+        applied: list[tuple[Report, list[UrlStatus], list[OriginState], Applied]] = []
+        for report in reports:
+            applied.append(self._apply_one(ch, report))
+        self._commit(ch, [(report, statuses) for report, statuses, _, _ in applied])
+        for report, _, touched, outcome in applied:
+            for state in touched:
+                if state.origin != report.outcome.origin:
+                    self.scheduler.track(load_origin(self.store, state.origin))
+            self.scheduler.done(report.outcome.origin, report.outcome.seq, outcome.state)
+
+    def _apply_one(
+        self, ch: Changes, report: Report
+    ) -> tuple[Report, list[UrlStatus], list[OriginState], Applied]:
+        """Admit one report's links and apply its outcome in ``ch``: the statuses it ends, the
+        origins whose queues it added to, what the frontier did with the outcome."""
         statuses = []
         touched: list[OriginState] = []
         pending = list(report.batches)
         while pending:
             batch = pending.pop()
-            admission = self.frontier.admit(ch, batch, self.rules, budget=self._budget(ch))
+            # The stages canonicalized every URL with these rules and keyed each batch by
+            # their origin: nothing to canonicalize again, nothing misrouted.
+            admission = self.frontier.admit(
+                ch, batch, self.rules, budget=self._budget(ch), canonical=True
+            )
             statuses.extend(admission.statuses)
             self.summary.duplicates += admission.duplicates
             self.summary.queued += len(admission.queued)
@@ -215,17 +257,17 @@ class EmbeddedCrawl:
             self.summary.retries += 1
         if applied.revisit and not applied.retried:
             self.summary.revisits += 1
-        self._commit(ch, report, statuses)
-        for state in touched:
-            if state.origin != report.outcome.origin:
-                self.scheduler.track(load_origin(self.store, state.origin))
-        self.scheduler.done(report.outcome.origin, report.outcome.seq, applied.state)
+        return report, statuses, touched, applied
 
     async def run(self, progress: ProgressHook | None = None) -> Summary:
         """Crawl until every queued URL has a terminal state, or until ``stop()``."""
         self._progress = progress
         started = time.monotonic()
         if self.warc_dir is not None:
+            # Imported only for a crawl that archives (the WARC writer's modules load isal
+            # and warcio).
+            from streamcrawl.agents.sinks.warc.files import WarcFiles, recover
+
             # A crash left an open file: close it at its last whole record. This run writes
             # new files (a new serial), never appends to an old one.
             for path in recover(self.warc_dir):
@@ -253,9 +295,8 @@ class EmbeddedCrawl:
                 self.summary.interrupted = True
                 in_flight = self._dispatcher.in_flight()
                 # An abandoned request's URL is still at its queue head: fetched on resume.
-                for ended in await self._dispatcher.finish(in_flight, STOP_GRACE):
-                    if not ended.abandoned:
-                        self._finish(ended)
+                ended = await self._dispatcher.finish(in_flight, STOP_GRACE)
+                self._finish([e for e in ended if not e.abandoned])
             elif self._stopping.is_set():
                 self.summary.interrupted = True
         finally:
@@ -280,12 +321,12 @@ class EmbeddedCrawl:
         timeout = None if ready_at is None else max(0.0, ready_at - time.time())
         if self._dispatcher and self._dispatcher.room() <= 0:
             timeout = None  # the next dispatch waits for a request to end
-        for ended in await self._dispatcher.wait(timeout):
-            self._finish(ended)
+        self._finish(await self._dispatcher.wait(timeout))
 
-    def _finish(self, ended: Ended[Report]) -> None:
+    def _finish(self, ended: Sequence[Ended[Report]]) -> None:
         # ``Stages.run`` never raises: a stage that failed is an ``internal`` retry outcome.
-        self._apply(ended.task.result())
+        if ended:
+            self._apply([e.task.result() for e in ended])
 
     def _report_progress(self) -> None:
         if self._progress is not None:
