@@ -150,7 +150,7 @@ def test_the_worker_producer_times_out_requests_not_batches(tmp_path: Path) -> N
     for idempotent in (True, False):
         app = create_app(settings(tmp_path, kafka_idempotence=idempotent))
 
-        async def build() -> tuple[float, float, float]:
+        async def build(app: Any = app) -> tuple[float, float, float]:
             producer = app.producer._new_producer()
             try:
                 conn_ms = producer.client._request_timeout_ms
