@@ -55,6 +55,14 @@ class Settings(BaseSettings):
     partitions: int = Field(
         12, ge=1, le=10000, description="Partition count of every topic (the worker ceiling)."
     )
+    generation: int = Field(
+        1,
+        ge=1,
+        le=1_000_000,
+        description="Topic generation of the frontier topics, changelogs and worker group; "
+        "the workers and commands take it from `<prefix>.generation`, which `admin reshard` "
+        "writes, over this value (leave it unset).",
+    )
     replication_factor: int = Field(
         1,
         ge=1,

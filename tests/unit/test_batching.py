@@ -184,7 +184,7 @@ def test_the_changelog_stages_are_acked_one_after_another() -> None:
     tables = {name: Table(name, journal) for name in ("seen", "pending", "origins")}
     producer = Producer()
     app = type("App", (), {"producer": producer})()
-    commit = DurableCommit(app, "x", tables, Metrics())
+    commit = DurableCommit(app, lambda short: f"x.{short}", tables, Metrics())
     writes = {
         3: {
             SEEN + b"u": b"1",

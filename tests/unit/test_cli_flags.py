@@ -23,6 +23,7 @@ import pytest
 from streamcrawl.agents.sinks.warc import index as warc_index
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.admin import generation
 from streamcrawl.topology.admin import status as status_module
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.archive import writer as archive_writer
@@ -140,6 +141,7 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         monkeypatch.setattr(kafka_commands, "load_settings", load_settings)
         monkeypatch.setattr(worker_run, "make_worker", make_worker)
         monkeypatch.setattr(worker_run, "check_services", lambda settings: None)
+        monkeypatch.setattr(generation, "resolve", lambda settings, strict=False: settings)
         monkeypatch.setattr(app_module, "create_app", lambda settings: None)
         monkeypatch.setattr(admin, "publish_control", publish_control)
         monkeypatch.setattr(admin, "assign_all", assign_all)
@@ -355,6 +357,14 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         ("", "test,a)/ 20260101000000 {}\n"),
     ),
     ("admin", "--partitions"): (["--partitions", "5"], setting("partitions"), 5),
+    # what they do with `admin reshard`: tests/unit/test_reshard_plan.py (bad input) and
+    # tests/integration/test_reshard.py (rollback, delete-old)
+    ("admin", "--rollback"): (["--rollback"], lambda seen: "reshard` only" in seen["stderr"], True),
+    ("admin", "--delete-old"): (
+        ["--delete-old"],
+        lambda seen: "reshard` only" in seen["stderr"],
+        True,
+    ),
     ("admin", "--replication-factor"): (
         ["--replication-factor", "3"],
         setting("replication_factor"),

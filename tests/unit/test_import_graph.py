@@ -157,7 +157,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "warc": _BASE | {"sinks"},
     "stream": _STAGES,
     "settings": _BASE | {"policy", "net", "cassandra"},
-    "admin": _BASE | {"settings", "sinks", "stream"},
+    "admin": _BASE | {"settings", "sinks", "stream", "frontier"},  # reshard reads the queues
     "worker": _STAGES | {"cassandra", "stream", "settings", "admin"},
     "embedded": _STAGES | {"settings", "warc"},
     "archive": _BASE | {"sinks", "warc", "settings", "admin"},

@@ -251,6 +251,21 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         ),
         (7, 7, 7),
     ),
+    # set from `<prefix>.generation` (tests/unit/test_reshard_generation.py)
+    "generation": (
+        {},
+        2,
+        lambda s, build, mp: (
+            build(s).app.conf.id,
+            sorted(build(s).app.agents["frontier"].channel.topics),
+            admin.topic_name(s, "pages"),
+        ),
+        (
+            "streamcrawl-g2-worker",
+            ["streamcrawl.g2.frontier", "streamcrawl.g2.outcomes"],
+            "streamcrawl.pages",
+        ),
+    ),
     "replication_factor": ({}, 3, app_conf("topic_replication_factor"), 3),
     # the replication settings, every producer and statement: test_replication_settings.py
     "min_insync_replicas": (

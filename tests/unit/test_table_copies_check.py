@@ -26,7 +26,7 @@ class Copies:
         pass
 
     def settings(self) -> SimpleNamespace:
-        return SimpleNamespace(topic_prefix="t")
+        return SimpleNamespace(topic_prefix="t", generation=1)
 
     def copy(self, worker: str, partition: int, keys: list[bytes], offset: int) -> None:
         path = self.tmp / worker / "v1" / "tables" / f"seen-{partition}.db"

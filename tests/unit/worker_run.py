@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from streamcrawl.topology.admin import generation
 from streamcrawl.topology.cli import kafka_commands
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker import app as app_module
@@ -43,6 +44,7 @@ def run_worker(monkeypatch: pytest.MonkeyPatch) -> WorkerRun:
 
     monkeypatch.setattr(worker_run, "make_worker", Worker)
     monkeypatch.setattr(worker_run, "check_services", lambda settings: None)  # no Kafka
+    monkeypatch.setattr(generation, "resolve", lambda settings, strict=False: settings)
     monkeypatch.setattr(app_module, "create_app", create_app)
     kafka_commands.cmd_worker(argparse.Namespace())
     (at_build,), ((loglevel, settings, at_run),) = built, ran

@@ -60,13 +60,25 @@ TABLES = ("seen", "pending", "origins")
 CONNECT_TIMEOUT_S = 10.0
 
 
+# The topics whose partitions are the frontier's (an origin's partition is its murmur2 mod the
+# count, and the tables are co-partitioned with them): each generation of `admin reshard` has
+# its own (``<prefix>.g<N>.<short>``); the others keep their names across generations.
+GENERATION_TOPICS = ("frontier", "outcomes", "counts", "budget")
+
+
 def topic_name(settings: Settings, short: str) -> str:
-    """``<prefix>.<short>``, e.g. ``streamcrawl.pages``."""
+    """``<prefix>.<short>``, e.g. ``streamcrawl.pages``; ``<prefix>.g<N>.<short>`` for the
+    frontier topics of generation N > 1 (``GENERATION_TOPICS``)."""
+    if settings.generation > 1 and short in GENERATION_TOPICS:
+        return f"{settings.topic_prefix}.g{settings.generation}.{short}"
     return f"{settings.topic_prefix}.{short}"
 
 
 def app_id(settings: Settings) -> str:
-    """The Faust app id, which is also the consumer group of the workers."""
+    """The Faust app id, which is also the consumer group of the workers (and names the
+    changelogs): ``<prefix>-worker``, ``<prefix>-g<N>-worker`` from generation 2 on."""
+    if settings.generation > 1:
+        return f"{settings.topic_prefix}-g{settings.generation}-worker"
     return f"{settings.topic_prefix}-worker"
 
 
@@ -200,7 +212,14 @@ def create_topics(settings: Settings, warn: Callable[[str], None] = log.warning)
     wanted = {changelog_name(settings, t): changelog for t in TABLES}
     configs = topic_configs(settings)
     wanted |= {topic_name(settings, short): configs[short] for short in TOPICS}
-    _check_partitions(settings, {n: existing[n] for n in wanted if n in existing})
+    # From generation 2 on `pages`, `status`, `captures` and `control` keep their partitions
+    # (reshard only grows them): their consumers do not depend on the count.
+    stable = {topic_name(settings, s) for s in TOPICS if s not in GENERATION_TOPICS}
+
+    def bound(name: str) -> bool:
+        return settings.generation == 1 or name not in stable
+
+    _check_partitions(settings, {n: existing[n] for n in wanted if n in existing and bound(n)})
     replicas = {
         n: min((len(p.replicas) for p in topics[n].partitions.values()), default=0)
         for n in wanted

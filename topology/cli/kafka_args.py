@@ -119,12 +119,26 @@ def add_kafka_commands(sub: Any) -> None:
     _service_flags(recrawl)
     recrawl.add_argument("--crawl-id", required=True)
 
-    admin = sub.add_parser("admin", help="idempotent setup")
-    admin.add_argument("action", choices=["create-topics", "create-schema"])
+    admin = sub.add_parser(
+        "admin", help="idempotent setup; reshard: move the crawls to another partition count"
+    )
+    admin.add_argument("action", choices=["create-topics", "create-schema", "reshard"])
     _service_flags(admin)
     _cassandra_flags(admin)
     admin.add_argument(
-        "--partitions", type=int, help="partitions per topic (env STREAMCRAWL_PARTITIONS)"
+        "--partitions",
+        type=int,
+        help="partitions per topic (env STREAMCRAWL_PARTITIONS); reshard: the new count",
+    )
+    admin.add_argument(
+        "--rollback",
+        action="store_true",
+        help="reshard: serve the previous generation again, or abandon a reshard under way",
+    )
+    admin.add_argument(
+        "--delete-old",
+        action="store_true",
+        help="reshard: delete the topics of every generation but the one served",
     )
     admin.add_argument(
         "--replication-factor",

@@ -25,6 +25,7 @@ from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sinks.contract import CrawlStats
 from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import CrawlRunState
+from streamcrawl.topology.admin import generation
 from streamcrawl.topology.admin import status as kafka_status
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.cli.options import policy_from_args
@@ -53,9 +54,17 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 def cmd_admin(args: argparse.Namespace) -> int:
     """``admin create-topics|create-schema``: idempotent setup; prints one line per action, and
     one line on stderr per unsafe replication or consistency setting (``admin.safety``,
-    ``agents.sinks.cassandra.replication``)."""
+    ``agents.sinks.cassandra.replication``). ``create-topics`` makes the topics of the
+    generation served (``admin.generation``). ``admin reshard``: ``topology/cli/reshard.py``."""
+    if args.action != "reshard" and (args.rollback or args.delete_old):
+        raise ConfigError("--rollback and --delete-old go with `admin reshard` only")
     settings = _settings(args)
+    if args.action == "reshard":
+        from streamcrawl.topology.cli.reshard import cmd_reshard
+
+        return cmd_reshard(args, settings)
     if args.action == "create-topics":
+        settings = generation.resolve(settings, strict=True)
         for line in admin.create_topics(settings, warn=_warn):
             print(line)
     else:
@@ -98,6 +107,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return _watch(settings, args)
     if args.interval is not None:
         raise ConfigError("--interval applies to --watch only")
+    settings = generation.resolve(settings)  # the counts of the generation served
     report = _status_report(settings, args.crawl_id, exact=args.exact)
     if args.json:
         print(json.dumps(report, sort_keys=False))
@@ -111,6 +121,7 @@ def _watch(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.exact:
         raise ConfigError("--watch reads the counts topic: it cannot be combined with --exact")
+    settings = generation.resolve(settings)
     interval = args.interval if args.interval is not None else watch.INTERVAL_S
     with (
         watch.until_stopped(),  # Ctrl-C or SIGTERM, from the first connection on: exit 0
@@ -320,6 +331,7 @@ def cmd_recrawl(args: argparse.Namespace) -> int:
         FrontierBatch(crawl_id=policy.crawl_id, origin=origin, urls=tuple(refs))
         for origin, refs in by_origin.items()
     )
+    settings = generation.resolve(settings)  # the frontier of the generation served
     admin.publish(settings, "frontier", ((b.origin.encode(), encode(b)) for b in batches), "urls")
     print(f"crawl {args.crawl_id}: {len(args.urls)} URLs due")
     return 0
@@ -393,6 +405,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
         FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
         for origin, refs in by_origin.items()
     )
+    settings = generation.resolve(settings)  # the frontier of the generation served
     admin.publish(settings, "frontier", ((b.origin.encode(), encode(b)) for b in batches), "seeds")
     print(crawl_id)
     return 0

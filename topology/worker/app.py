@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -37,7 +39,7 @@ from streamcrawl.agents.stream.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.stream.partitioner import key_partition
 from streamcrawl.agents.stream.sink_agent import SinkConsumer
 from streamcrawl.agents.stream.tables import TableStore
-from streamcrawl.topology.admin.topics import app_id, durability_configs, sink_group
+from streamcrawl.topology.admin.topics import app_id, durability_configs, sink_group, topic_name
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker.acks import log_start_offset, refuse_untracked_acks, untrack
 from streamcrawl.topology.worker.batching import DurableCommit, run_batches
@@ -69,14 +71,13 @@ def broker_urls(settings: Settings) -> list[str]:
 
 def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests)."""
-    prefix = settings.topic_prefix
     app = faust.App(
         app_id(settings),
         broker=broker_urls(settings),
         broker_credentials=faust_credentials(settings),
         store="rocksdb://",
         Table=RocksTable,  # its store closes revoked databases without a full collection
-        datadir=str(settings.state_dir),
+        datadir=str(table_dir(settings)),
         table_standby_replicas=settings.standby_replicas,
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,  # changelogs, ``budget``
@@ -105,7 +106,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
 
     def topic(*shorts: str, **kwargs: Any) -> Any:
         return app.topic(
-            *(f"{prefix}.{s}" for s in shorts),
+            *(topic_name(settings, s) for s in shorts),
             key_type=bytes,
             value_type=bytes,
             key_serializer="raw",
@@ -134,10 +135,10 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # The producer itself, not ``Topic.send``: Faust's per-send sensors and message
         # futures cost a saturated worker CPU for nothing (docs/performance.md, "Producer
         # settings and compression").
-        topic_name = f"{prefix}.{short}"
+        name = topic_name(settings, short)
         producer = app.producer
         futures: list[Any] = [  # asyncio futures of the acks (aiokafka's)
-            await producer.send(topic_name, k, v, None, None, None) for k, v in items
+            await producer.send(name, k, v, None, None, None) for k, v in items
         ]
         if on_commit:
             for fut in futures:
@@ -160,7 +161,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
 
     def unstick(partition: int) -> None:
         """Put the frontier agent's input partitions back among those the consumer fetches."""
-        tps = {TP(f"{prefix}.{short}", partition) for short in ("frontier", "outcomes")}
+        tps = {TP(topic_name(settings, short), partition) for short in ("frontier", "outcomes")}
         app.consumer.resume_partitions(tps)
 
     def table(name: str) -> Any:
@@ -178,8 +179,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
     store = TableStore(*(DirectReads(tables[n]) for n in ("seen", "pending", "origins")))
     view = SharedView(
         aiokafka_connection(settings),
-        f"{prefix}.control",
-        f"{prefix}.budget",
+        topic_name(settings, "control"),
+        topic_name(settings, "budget"),
         metrics,
         tune_consumer=fetch_in_windows,
     )
@@ -206,17 +207,17 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         hook=fetcher,
         metrics=metrics,
         partitions=settings.partitions,
-        commit=DurableCommit(app, prefix, tables, metrics),
+        commit=DurableCommit(app, partial(topic_name, settings), tables, metrics),
         committed=lambda topic, partition: committed_offset(app.consumer, topic, partition),
         log_start=lambda topic, partition: log_start_offset(app.consumer, topic, partition),
     )
-    frontier_topic = f"{prefix}.frontier"
+    frontier_topic = topic_name(settings, "frontier")
 
     @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
         # Batches of what is buffered, acknowledged once durable (topology/worker/batching.py); an
         # event the stream skipped is never acknowledged (topology/worker/acks.py).
-        refuse_untracked_acks(app.consumer, {frontier_topic, f"{prefix}.outcomes"})
+        refuse_untracked_acks(app.consumer, {frontier_topic, topic_name(settings, "outcomes")})
         await run_batches(
             stream,
             frontier,
@@ -230,7 +231,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         sinker = SinkConsumer(
             aiokafka_connection(settings),
             settings.max_message_bytes,
-            [f"{prefix}.pages", f"{prefix}.status"],
+            [topic_name(settings, "pages"), topic_name(settings, "status")],
             sink_group(settings),
             _sink_opener(settings, sink),
             metrics,
@@ -313,6 +314,16 @@ class RecoveryClock:
         if self.since is None or self._completed():
             return 0.0
         return time.monotonic() - self.since
+
+
+def table_dir(settings: Settings) -> Path:
+    """Where the worker keeps its table copies: ``state_dir``, ``state_dir/g<N>`` from
+    generation 2 on. Faust names a copy by table and partition only, with the changelog offset
+    it holds inside, so a copy of another generation's partition would be taken for this
+    one's (a pod keeps its volume across `admin reshard`)."""
+    if settings.generation == 1:
+        return settings.state_dir
+    return settings.state_dir / f"g{settings.generation}"
 
 
 def table_options(settings: Settings) -> dict[str, int]:

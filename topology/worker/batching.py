@@ -132,9 +132,11 @@ def _enter(latest: dict[int, Any]) -> Enter:
 class DurableCommit:
     """Produces a batch's messages and table changes and waits for Kafka's acks."""
 
-    def __init__(self, app: Any, prefix: str, tables: dict[str, Any], metrics: Metrics) -> None:
+    def __init__(
+        self, app: Any, name: Callable[[str], str], tables: dict[str, Any], metrics: Metrics
+    ) -> None:
         self.app = app
-        self.prefix = prefix
+        self.name = name  # a topic's short name -> its name (topology.admin.topics.topic_name)
         self.metrics = metrics
         self.tables = namespaces(tables["seen"], tables["pending"], tables["origins"])
 
@@ -142,7 +144,7 @@ class DurableCommit:
         producer = self.app.producer
         acks: list[Awaitable[Any]] = []
         for short, items in sends.items():
-            topic = f"{self.prefix}.{short}"
+            topic = self.name(short)
             for k, v in items:
                 acks.append(await producer.send(topic, k, v, None, None, None))
             self.metrics.messages_sent.labels(short).inc(len(items))

@@ -8,6 +8,7 @@ from typing import Any
 import faust
 
 from streamcrawl.agents.errors import CrawlError
+from streamcrawl.topology.admin import generation
 from streamcrawl.topology.admin.topics import CONNECT_TIMEOUT_S
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker import app, clients
@@ -20,9 +21,15 @@ def run(settings: Settings) -> None:
     """Run a Faust worker for ``settings`` until SIGTERM/SIGINT; the worker exits the process.
 
     Raises CrawlError, before anything starts, when Kafka or Cassandra refuses the worker
-    (``check_services``).
+    (``check_services``), and ConfigError when ``settings.partitions`` is not the partition
+    count of the generation served or a reshard is under way (``generation.resolve``).
     """
     check_services(settings)
+    # The topics of the generation served (topology/admin/generation.py); refuses settings of
+    # another partition count, and a generation a reshard has not finished.
+    settings = generation.resolve(settings, strict=True)
+    if settings.generation > 1:  # Faust makes the last level of its data directory only
+        app.table_dir(settings).mkdir(parents=True, exist_ok=True)
     tune_gc()
     worker = make_worker(app.create_app(settings), settings.log_level)
     worker.execute_from_commandline()
