@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from bench.run import ALL
@@ -386,6 +387,48 @@ def profile_section(profiles: dict) -> list[str]:
     return lines
 
 
+def reshard_section(part: dict) -> list[str]:
+    """The reshard section, from a results file's ``reshard`` (``bench/reshard.py --out``)."""
+    source = f"From `{part['source']}`: " if "source" in part else ""
+    lines = [
+        "",
+        "## Reshard: a crawl's tables moved to another partition count",
+        "",
+        "`streamcrawl admin reshard` timed as a subprocess, all its steps included, on tables the "
+        "real frontier built (a share of each origin's URLs still queued, the rest fetched), "
+        "written to the changelogs of the local single broker; the workers stopped, as the "
+        'command requires (docs/kubernetes.md, "Partitions"). The machine is shared.',
+        "",
+        f"{source}`{part['command']}`.",
+        "",
+    ]
+    rows = [
+        [
+            f"{run['seen_urls']:,}",
+            f"{run['origins']:,}",
+            f"{run['partitions'][0]} -> {run['partitions'][1]}",
+            _step_figure(run["steps"], r"moved (\d+) table entries", "{:,}"),
+            _step_figure(run["steps"], r"step tables done in ([\d.]+) s", "{:.1f}"),
+            _step_figure(run["steps"], r"step verified done in ([\d.]+) s", "{:.1f}"),
+            f"{run['reshard_s']:.1f}",
+            f"{run['reshard_s_per_million_seen']:.1f}",
+            str(run["peak_rss_mb"]),
+        ]
+        for run in part["runs"]
+    ]
+    header = ["seen URLs", "origins", "partitions", "entries moved", "tables s", "verify s"]
+    return [*lines, *_table([*header, "reshard s", "s per million seen", "peak RSS MB"], rows), ""]
+
+
+def _step_figure(steps: list[str], pattern: str, style: str) -> str:
+    """A figure from the lines ``admin reshard`` printed (``-``: none)."""
+    for step in steps:
+        found = re.search(pattern, step)
+        if found:
+            return style.format(float(found.group(1)) if "." in style else int(found.group(1)))
+    return "-"
+
+
 def write_chart(results: dict, png: Path) -> None:
     import matplotlib
 
@@ -486,6 +529,8 @@ def markdown(results: dict, chart: str) -> str:
         from bench.many_origins import section
 
         lines += section(results["many_origins"])
+    if "reshard" in results:
+        lines += reshard_section(results["reshard"])
     if "idle" in results:
         lines += idle_section(results["idle"])
     if "not_saturated" in results:

@@ -7,9 +7,11 @@ changelogs of a generation of ``--from`` partitions, then runs ``streamcrawl adm
 with the time per million seen URLs extrapolated linearly from the run. Topics are deleted
 after. Needs ``STREAMCRAWL_KAFKA_BOOTSTRAP`` (``scripts/services.sh start`` writes it).
 
-    python -m bench.reshard --seen 1000000 --origins 10000 --from 3 --to 6
+    python -m bench.reshard --seen 100000,1000000 --origins 10000 --from 3 --to 6 \
+        --out bench/results/reshard-X.json
 
-The figure and what it measured are in docs/kubernetes.md ("Partitions").
+``--out`` writes a results file that ``python -m bench.run --report-from RUN.json,X.json``
+merges into docs/benchmarks.md ("Reshard"); docs/kubernetes.md ("Partitions") cites it.
 """
 
 from __future__ import annotations
@@ -93,25 +95,20 @@ def build(settings: Settings, origins: int, seen: int, queued: float) -> dict[st
     return written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seen", type=int, default=200_000)
-    parser.add_argument("--origins", type=int, default=2000)
-    parser.add_argument("--queued", type=float, default=0.3, help="share of URLs still queued")
-    parser.add_argument("--from", dest="old", type=int, default=3)
-    parser.add_argument("--to", dest="new", type=int, default=6)
-    args = parser.parse_args()
+def measure(old: int, new: int, origins: int, seen: int, queued: float) -> dict:
+    """One reshard of ``seen`` URLs over ``origins`` from ``old`` to ``new`` partitions, on
+    topics of its own (deleted after)."""
     prefix = f"bench-reshard-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "STREAMCRAWL_TOPIC_PREFIX": prefix}
-    settings = load_settings(topic_prefix=prefix, partitions=args.old)
+    settings = load_settings(topic_prefix=prefix, partitions=old)
     topics.create_topics(settings)
     try:
         started = time.monotonic()
-        entries = build(settings, args.origins, args.seen, args.queued)
+        entries = build(settings, origins, seen, queued)
         built = time.monotonic() - started
         started = time.monotonic()
         run = subprocess.run(
-            [STREAMCRAWL, "admin", "reshard", "--partitions", str(args.new)],
+            [STREAMCRAWL, "admin", "reshard", "--partitions", str(new)],
             env=env,
             capture_output=True,
             text=True,
@@ -121,30 +118,46 @@ def main() -> None:
         seconds = time.monotonic() - started
         if run.returncode != 0:
             raise SystemExit(f"reshard failed: {run.stderr.strip()}")
+        # The largest child so far: sizes are measured smallest first.
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        seen = entries["seen"]
-        print(
-            json.dumps(
-                {
-                    "seen_urls": seen,
-                    "entries": entries,
-                    "origins": args.origins,
-                    "partitions": [args.old, args.new],
-                    "build_s": round(built, 1),
-                    "reshard_s": round(seconds, 1),
-                    "reshard_s_per_million_seen": round(seconds / seen * 1e6, 1),
-                    "peak_rss_mb": round(peak),
-                    "steps": run.stdout.strip().splitlines(),
-                },
-                indent=1,
-            )
-        )
+        return {
+            "seen_urls": entries["seen"],
+            "entries": entries,
+            "origins": origins,
+            "partitions": [old, new],
+            "build_s": round(built, 1),
+            "reshard_s": round(seconds, 1),
+            "reshard_s_per_million_seen": round(seconds / entries["seen"] * 1e6, 1),
+            "peak_rss_mb": round(peak),
+            "steps": run.stdout.strip().splitlines(),
+        }
     finally:
         client = AdminClient(config.librdkafka_config(settings))
         names = [t for t in client.list_topics(timeout=10).topics if t.startswith(prefix)]
         if names:
             for future in client.delete_topics(names, operation_timeout=30).values():
                 future.result()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--seen", default="200000", help="seen URLs, or several: 100000,1000000 (smallest first)"
+    )
+    parser.add_argument("--origins", type=int, default=2000)
+    parser.add_argument("--queued", type=float, default=0.3, help="share of URLs still queued")
+    parser.add_argument("--from", dest="old", type=int, default=3)
+    parser.add_argument("--to", dest="new", type=int, default=6)
+    parser.add_argument(
+        "--out", type=Path, help="also write {'reshard': ...} there, for bench.run --report-from"
+    )
+    args = parser.parse_args(argv)
+    sizes = sorted(int(n) for n in args.seen.split(","))
+    runs = [measure(args.old, args.new, args.origins, n, args.queued) for n in sizes]
+    command = "python -m bench.reshard " + " ".join(sys.argv[1:] if argv is None else argv)
+    print(json.dumps(runs, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps({"reshard": {"command": command, "runs": runs}}))
 
 
 if __name__ == "__main__":

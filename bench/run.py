@@ -185,7 +185,17 @@ def shape(text: str, default_delay: float = 0.0) -> tuple[int, int, float] | Non
 
 # Sections of a results file that are one measurement each: a later file's replaces the first's
 # whole (its rows are compared with each other, never with another run's).
-WHOLE_SECTIONS = ("delay_zero", "not_saturated", "idle", "many_origins")
+WHOLE_SECTIONS = ("delay_zero", "not_saturated", "idle", "many_origins", "reshard")
+
+
+def source_command(results: dict) -> str:
+    """The command that wrote a results file: ``bench.run``'s arguments, or the command a
+    file of one section records (``bench/reshard.py --out``)."""
+    from bench import report
+
+    if "args" in results:
+        return report.command(results["args"])
+    return next(part["command"] for part in results.values() if "command" in part)
 
 
 def merge_results(sources: list[Path], exclude_run: list[str]) -> dict:
@@ -239,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         results = merge_results(sources, args.exclude_run)
         if len(sources) > 1:
             results["merged_from"] = [
-                {"file": f.name, "command": report.command(json.loads(f.read_text())["args"])}
+                {"file": f.name, "command": source_command(json.loads(f.read_text()))}
                 for f in sources
             ]
             merged_file = REPO / "bench" / "results" / time.strftime("merged-%Y%m%d-%H%M%S.json")

@@ -70,3 +70,38 @@ def test_sections_say_where_they_came_from() -> None:
     row |= {"service_core_share": {}, "source": "b.json"}
     assert "From `b.json`." in idle_section(row)
     assert not any("From" in line for line in idle_section({**row, "source": None}))
+
+
+RESHARD_RUN = {
+    "seen_urls": 1_000_000,
+    "entries": {"seen": 1_400_000, "pending": 200_000, "origins": 10_000},
+    "origins": 10_000,
+    "partitions": [3, 6],
+    "build_s": 80.0,
+    "reshard_s": 49.4,
+    "reshard_s_per_million_seen": 49.4,
+    "peak_rss_mb": 329,
+    "steps": [
+        "moved 1710000 table entries",
+        "step tables done in 24.5 s",
+        "step verified done in 18.2 s",
+    ],
+}
+
+
+def test_a_reshard_file_is_merged_whole_and_reported(tmp_path: Path) -> None:
+    from bench.report import reshard_section
+    from bench.run import source_command
+
+    first = _write(tmp_path, "a.json", _results("a", 2.0))
+    reshard = {"reshard": {"command": "python -m bench.reshard --seen 1000000", "runs": []}}
+    reshard["reshard"]["runs"].append(RESHARD_RUN)
+    merged = merge_results([first, _write(tmp_path, "r.json", reshard)], [])
+    assert merged["main"]["kafka-1"]["runs"] == [{"ms": 2.0}]  # a file without main rows
+    assert merged["reshard"]["source"] == "r.json"
+    assert source_command(reshard) == "python -m bench.reshard --seen 1000000"
+    lines = reshard_section(merged["reshard"])
+    assert "From `r.json`: `python -m bench.reshard --seen 1000000`." in lines
+    assert lines[-1] == "" and lines[-2] == (
+        "| 1,000,000 | 10,000 | 3 -> 6 | 1,710,000 | 24.5 | 18.2 | 49.4 | 49.4 | 329 |"
+    )
