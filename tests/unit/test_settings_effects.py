@@ -251,7 +251,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         ),
         (7, 7, 7),
     ),
-    # set from `<prefix>.generation` (tests/unit/test_reshard_generation.py)
+    # set from `<prefix>.generation` (tests/unit/test_reshard_plan.py)
     "generation": (
         {},
         2,

@@ -20,12 +20,12 @@ import uuid
 from collections.abc import Iterable
 
 import msgspec
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from streamcrawl.agents.errors import ConfigError, CrawlError
-from streamcrawl.topology.admin.config import librdkafka_config, librdkafka_producer_config
+from streamcrawl.topology.admin.config import librdkafka_config
 from streamcrawl.topology.admin.errors import ConnectionErrors
-from streamcrawl.topology.admin.topics import connected_metadata, consume_to_end, flush_or_explain
+from streamcrawl.topology.admin.topics import connected_metadata, consume_to_end, publish
 from streamcrawl.topology.settings import Settings
 
 POINTER = b"pointer"
@@ -58,9 +58,12 @@ _encode = msgspec.json.Encoder().encode
 _decode_pointer = msgspec.json.Decoder(Pointer).decode
 
 
+SHORT = "generation"  # never a generation's own topic (``topics.GENERATION_TOPICS``)
+
+
 def topic(settings: Settings) -> str:
     """``<prefix>.generation``."""
-    return f"{settings.topic_prefix}.generation"
+    return f"{settings.topic_prefix}.{SHORT}"
 
 
 def read_records(settings: Settings) -> list[tuple[bytes, bytes | None]]:
@@ -114,20 +117,8 @@ def read_pointer(settings: Settings) -> Pointer | None:
 
 def write(settings: Settings, records: Iterable[tuple[bytes, bytes | None]]) -> None:
     """Publish records (``None``: a tombstone) on ``<prefix>.generation``, which must exist,
-    and wait for the acks; raises CrawlError naming the topic."""
-    errors = ConnectionErrors()
-    producer = Producer(librdkafka_producer_config(settings) | errors.config())
-    failures: list[str] = []
-
-    def delivered(err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failures.append(err.str())
-
-    for key, value in records:
-        producer.produce(topic(settings), key=key, value=value, on_delivery=delivered)
-    flush_or_explain(producer, settings, errors)
-    if failures:
-        raise CrawlError(f"cannot write {topic(settings)}: {failures[0]}")
+    and wait for the acks (``topics.publish``); raises CrawlError naming the topic."""
+    publish(settings, SHORT, records, what="the reshard's records")
 
 
 def write_pointer(settings: Settings, pointer: Pointer) -> None:

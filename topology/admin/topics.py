@@ -414,9 +414,13 @@ def publish_control(settings: Settings, policy: CrawlPolicy) -> None:
 
 
 def publish(
-    settings: Settings, short: str, messages: Iterable[tuple[bytes, bytes]], what: str = ""
+    settings: Settings,
+    short: str,
+    messages: Iterable[tuple[bytes, bytes | None]],
+    what: str = "",
 ) -> None:
-    """Publish ``(key, value)`` messages on topic ``short`` and wait for every ack.
+    """Publish ``(key, value)`` messages on topic ``short`` (a ``None`` value: a tombstone)
+    and wait for every ack.
 
     Raises CrawlError naming the topic (and ``what`` was published) if Kafka is unreachable,
     refuses the client, or refuses a message.
