@@ -46,12 +46,9 @@ class JsonlOutput:
             fh.seek(committed)
         return fh
 
-    def write(self, page: Page | None, statuses: list[UrlStatus]) -> None:
-        """Append and flush to the OS (survives a process kill, not a power cut)."""
-        self.write_all([(page, statuses)])
-
-    def write_all(self, output: Iterable[tuple[Page | None, list[UrlStatus]]]) -> None:
-        """``write`` of each (page, statuses) in order, with one flush of each file."""
+    def write(self, output: Iterable[tuple[Page | None, list[UrlStatus]]]) -> None:
+        """Append each (page, statuses) in order, then flush each file to the OS once
+        (survives a process kill, not a power cut)."""
         pages = urls = False
         for page, statuses in output:
             if page is not None:

@@ -191,7 +191,7 @@ class EmbeddedCrawl:
             if page is not None and page.body is not None and not self.policy.store_bodies:
                 page = msgspec.structs.replace(page, body=None)  # no page stream: files only
             output.append((page, statuses))
-        self.sink.write_all(output)
+        self.sink.write(output)
         pages_off, urls_off = self.sink.offsets()
         ch.commit({OFFSETS_KEY: f"{pages_off},{urls_off}".encode()})
         for page, statuses in output:
