@@ -203,8 +203,12 @@ class Frontier:
         """Dedupe, scope-check and enqueue a batch of URLs for ONE origin.
 
         ``budget`` is how many more URLs this crawl may queue (``None``: unlimited); URLs over it
-        end ``cancelled``. Each new URL is marked seen exactly once, so it gets exactly one
-        terminal state: queued now (and a terminal state later), or ``out_of_scope``/``cancelled``.
+        end ``cancelled``. A URL that the origin's cached, unexpired robots.txt denies ends
+        ``robots_denied`` here, with the status its dispatch would have ended it with, and
+        takes none of the budget; while robots.txt is not known (or the crawl is not running)
+        it is queued and the scheduler decides (``_robots_denies``). Each new URL is marked
+        seen exactly once, so it gets exactly one terminal state: queued now (and a terminal
+        state later), or ``out_of_scope``/``cancelled``/``robots_denied``.
 
         ``source`` names the event being applied (Kafka: topic, partition, offset). A URL that
         ends at admission is marked seen with it, so a replay of that same event, which finds
@@ -253,7 +257,7 @@ class Frontier:
                 replay = source and key not in marked
                 ended = _ended_at_admission(seen, source) if replay else None
                 if ended is not None:  # this very event, replayed: its status may be lost
-                    result.statuses.append(_ended(batch, url, *ended, now))
+                    result.statuses.append(_ended(batch, ref, url, *ended, now))
                     marked.add(key)
                     continue
                 at = revisits.read_pointer(seen) if ref.lastmod is not None else None
@@ -298,18 +302,18 @@ class Frontier:
                 result.queued.append((again, entry))
                 queued += 1
                 continue
-            reason = rules.scope.check(url, ref.depth)
-            if reason is None and budget is not None and queued >= budget:
-                reason = "max_pages"
-                state = TerminalState.CANCELLED
-            else:
-                state = TerminalState.OUT_OF_SCOPE
-            if reason is not None:
+            refusal = _refused(url, ref.depth, rules, budget is not None and queued >= budget)
+            if refusal is None:
+                if st is None:
+                    st = load_origin(ch, batch.origin)
+                if _robots_denies(st, url, rules, now):
+                    refusal = TerminalState.ROBOTS_DENIED, None
+            if refusal is not None:
+                state, reason = refusal
                 ch.put(key, _ended_mark(source, state, reason, ref.depth))
-                result.statuses.append(_ended(batch, url, state, reason, ref.depth, now))
+                result.statuses.append(_ended(batch, ref, url, state, reason, ref.depth, now))
                 continue
-            if st is None:
-                st = load_origin(ch, batch.origin)
+            assert st is not None
             ch.put(key, _queued_mark(source, st.tail, ref.depth))
             result.queued.append((st.tail, entry))
             queue.push(ch, st, st.tail, entry)
@@ -490,6 +494,37 @@ def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
     return failed and st.failures <= rules.policy.retries
 
 
+def _refused(
+    url: str, depth: int, rules: CrawlRules, over_budget: bool
+) -> tuple[TerminalState, str | None] | None:
+    """(state, reason) of a new URL that ends at admission whatever its origin's state: out of
+    scope, or over the page budget; None: it may be queued."""
+    reason = rules.scope.check(url, depth)
+    if reason is not None:
+        return TerminalState.OUT_OF_SCOPE, reason
+    if over_budget:
+        return TerminalState.CANCELLED, "max_pages"
+    return None
+
+
+def _robots_denies(st: OriginState, url: str, rules: CrawlRules, now: float) -> bool:
+    """Whether the origin's cached robots.txt, still fresh at ``now``, denies ``url``: the
+    scheduler would dispatch it only to end it ``robots_denied`` (``Scheduler._decide``), so
+    admission ends it at once. Only while the crawl runs (stopped, the scheduler cancels the
+    URL instead; paused, it decides on resume), and only by a robots.txt that answered: the
+    "disallow everything" of an unreachable one keeps the dispatch path, where the deny outcome
+    resets the origin's failure count, so robots.txt is asked for again before the next URL
+    (``robots_unusable``)."""
+    if rules.policy.state != "running" or rules.robots_expired(st, now):
+        return False
+    robots = rules.robots(st)  # parsed once per origin and expiry (``CrawlRules.robots``)
+    return (
+        robots is not None
+        and not robots.unreachable
+        and not robots.allowed(url, rules.policy.user_agent)
+    )
+
+
 def _terminal_state(outcome: Outcome) -> TerminalState:
     """The state an outcome ends its entry in (a retry that may not be retried: failed)."""
     return TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
@@ -530,13 +565,15 @@ def _terminal(entry: QueueEntry, outcome: Outcome, state: TerminalState) -> UrlS
     )
 
 
-_ENDED = b"!"  # seen value of a URL that ended at admission: _ENDED, source, state, reason, depth
+# Seen value of a URL that ended at admission: _ENDED, source, state, reason (empty: none), depth.
+_ENDED = b"!"
 
 
-def _ended_mark(source: bytes, state: TerminalState, reason: str, depth: int) -> bytes:
+def _ended_mark(source: bytes, state: TerminalState, reason: str | None, depth: int) -> bytes:
     if not source:
         return str(depth).encode()  # no replays to recognise (the embedded crawl)
-    return b"\x00".join((_ENDED, source, state.value.encode(), reason.encode(), b"%d" % depth))
+    why = (reason or "").encode()
+    return b"\x00".join((_ENDED, source, state.value.encode(), why, b"%d" % depth))
 
 
 _QUEUED = b"?"  # seen value of a URL queued by a known event: _QUEUED, source, seq, depth
@@ -555,17 +592,27 @@ def _queued_by(seen: bytes, source: bytes) -> int | None:
     return int(seen.split(b"\x00")[2])
 
 
-def _ended_at_admission(seen: bytes, source: bytes) -> tuple[TerminalState, str, int] | None:
+def _ended_at_admission(seen: bytes, source: bytes) -> tuple[TerminalState, str | None, int] | None:
     """(state, reason, depth) if ``seen`` marks a URL ended at admission by event ``source``."""
     if not source or not seen.startswith(_ENDED + b"\x00" + source + b"\x00"):
         return None
     _, _, state, reason, depth = seen.split(b"\x00")
-    return TerminalState(state.decode()), reason.decode(), int(depth)
+    return TerminalState(state.decode()), reason.decode() or None, int(depth)
 
 
 def _ended(
-    batch: FrontierBatch, url: str, state: TerminalState, reason: str, depth: int, now: float
+    batch: FrontierBatch,
+    ref: UrlRef,
+    url: str,
+    state: TerminalState,
+    reason: str | None,
+    depth: int,
+    now: float,
 ) -> UrlStatus:
+    """The status of ``url`` (canonical ``ref``) ended at admission. One ``robots_denied``
+    is the status its dispatch would have ended it with (``_terminal``): no request, so no
+    attempt, and the sitemap's lastmod, which a queue entry carries."""
+    denied = state is TerminalState.ROBOTS_DENIED
     return UrlStatus(
         crawl_id=batch.crawl_id,
         url=url,
@@ -574,4 +621,5 @@ def _ended(
         depth=depth,
         last_error=reason,
         updated_at=now,
+        lastmod=ref.lastmod if denied else None,
     )

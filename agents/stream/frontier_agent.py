@@ -59,7 +59,13 @@ from streamcrawl.agents.stream.order import Committed, LogStart, OffsetOrder
 from streamcrawl.agents.stream.order import Where as Where  # the agent's callers' too
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import BadMessage, decode, encode
-from streamcrawl.schemas.records import FrontierBatch, OriginState, Outcome, UrlStatus
+from streamcrawl.schemas.records import (
+    FrontierBatch,
+    OriginState,
+    Outcome,
+    TerminalState,
+    UrlStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +296,9 @@ class FrontierAgent:
             batch.send("frontier", [(origin.encode(), encode(again))])
         batch.statuses(admission.statuses)
         batch.refused.extend(admission.statuses)  # ended at admission: never queued
+        denied = sum(s.state is TerminalState.ROBOTS_DENIED for s in admission.statuses)
+        if denied:  # a dispatch counts the others (``Metrics.fetched``)
+            self.metrics.robots_denied.inc(denied)
         batch.revisits.moves = [*batch.revisits.moves, *admission.moves]
         batch.duplicates += admission.duplicates
         batch.admitted += len(admission.queued)

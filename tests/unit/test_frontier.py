@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from streamcrawl.agents.frontier.frontier import (
@@ -18,6 +19,7 @@ from streamcrawl.agents.frontier.frontier import (
     load_origin,
     queued_entries,
 )
+from streamcrawl.agents.frontier.scheduler import ROBOTS_SEQ, Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import (
     META,
     ORIGINS,
@@ -28,6 +30,7 @@ from streamcrawl.agents.frontier.store import (
     RocksStore,
     Store,
 )
+from streamcrawl.agents.net.reports import page_outcome
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.tables import TableStore
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
@@ -209,3 +212,101 @@ def test_robots_outcome_caches_rules_and_crawl_delay_widens_gap(env) -> None:  #
     assert r.delay(st) == 3.0 and st.next_fetch_at == pytest.approx(13.0)
     rr = r.robots(st)
     assert rr is not None and not rr.allowed(ORIGIN + "/private/x", r.policy.user_agent)
+
+
+# --- robots.txt decided at admission once the origin's file is cached ------------------------
+
+PRIVATE = "User-agent: *\nDisallow: /private\n"
+
+
+def admit_from(f: Frontier, store: Store, b: FrontierBatch, r: CrawlRules, source: bytes):  # type: ignore[no-untyped-def]
+    ch = Changes(store)
+    result = f.admit(ch, b, r, budget=None, source=source)
+    ch.commit()
+    return result
+
+
+def dispatched(store: Store, r: CrawlRules) -> list[Dispatch]:
+    sched = Scheduler(store, lambda cid: r)
+    sched.track(load_origin(store, ORIGIN))
+    return sched.take(60.0, 10)
+
+
+def robots_unreachable(finished: float) -> Outcome:
+    return Outcome(
+        crawl_id="c",
+        origin=ORIGIN,
+        kind="robots",
+        seq=ROBOTS_SEQ,
+        url=ORIGIN + "/robots.txt",
+        state="retry",
+        started_at=finished - 0.1,
+        finished_at=finished,
+    )
+
+
+@pytest.mark.parametrize("recrawl_after", [None, 3600.0])
+def test_a_url_robots_denies_ends_at_admission_as_its_dispatch_would_end_it(  # type: ignore[no-untyped-def]
+    env, recrawl_after: float | None
+) -> None:
+    f, store = env
+    r = rules(delay=0.0, recrawl_after=recrawl_after)
+    listed = "2024-01-02"
+    ref = UrlRef(ORIGIN + "/private/old", 2, parent=ORIGIN + "/", lastmod=listed)
+    early = admit(f, store, FrontierBatch(crawl_id="c", origin=ORIGIN, urls=(ref,)), r)
+    assert len(early.queued) == 1 and early.statuses == []  # robots.txt not known yet: queued
+    apply(f, store, robots_fetched(ORIGIN, PRIVATE, 10.0, 10.1), r)
+    ref = UrlRef(ORIGIN + "/private/new", 2, parent=ORIGIN + "/", lastmod=listed)
+    late = admit(f, store, FrontierBatch(crawl_id="c", origin=ORIGIN, urls=(ref,)), r)
+    assert late.queued == [] and [s.state for s in late.statuses] == [TerminalState.ROBOTS_DENIED]
+    (d,) = dispatched(store, r)  # the early one only: the late one was never queued
+    assert d.kind == "deny" and d.entry is not None and d.entry.url == ORIGIN + "/private/old"
+    applied = apply(f, store, page_outcome(d, TerminalState.ROBOTS_DENIED, started=0.0), r)
+    (at_dispatch,) = applied.statuses
+    (at_admission,) = late.statuses
+    assert msgspec.structs.replace(at_admission, url=d.entry.url, updated_at=0.0) == (
+        msgspec.structs.replace(at_dispatch, updated_at=0.0)
+    )
+    assert at_admission.lastmod == listed and at_admission.last_error is None
+    assert load_origin(store, ORIGIN).lanes == []  # neither is revisited
+    assert dispatched(store, r) == []
+
+
+def test_a_replay_of_the_event_repeats_its_robots_denied_status(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules()
+    apply(f, store, robots_fetched(ORIGIN, PRIVATE, 10.0, 10.1), r)
+    first = admit_from(f, store, batch("/private/x", "/ok"), r, b"frontier/0@7")
+    assert [e.url for _, e in first.queued] == [ORIGIN + "/ok"]
+    replay = admit_from(f, store, batch("/private/x", "/ok"), r, b"frontier/0@7")
+    assert replay.queued == [] and replay.statuses == first.statuses
+    other = admit_from(f, store, batch("/private/x"), r, b"frontier/0@8")
+    assert other.statuses == [] and other.duplicates == 1
+
+
+def test_a_robots_denied_url_takes_none_of_the_page_budget(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules()
+    apply(f, store, robots_fetched(ORIGIN, PRIVATE, 10.0, 10.1), r)
+    res = admit(f, store, batch("/private/a", "/b", "/private/c", "/d"), r, budget=1)
+    assert [e.url for _, e in res.queued] == [ORIGIN + "/b"]
+    assert [(s.url, s.state, s.last_error) for s in res.statuses] == [
+        (ORIGIN + "/private/a", TerminalState.ROBOTS_DENIED, None),
+        (ORIGIN + "/private/c", TerminalState.CANCELLED, "max_pages"),  # over it, as before
+        (ORIGIN + "/d", TerminalState.CANCELLED, "max_pages"),
+    ]
+    assert admitted_count(store, "c") == 1
+
+
+def test_robots_unknown_expired_unreachable_or_crawl_stopped_leaves_it_to_dispatch(env) -> None:  # type: ignore[no-untyped-def]
+    f, store = env
+    r = rules()
+    apply(f, store, robots_fetched(ORIGIN, PRIVATE, 10.0, 10.1), r)
+    stopped = rules(state="stopped")
+    assert len(admit(f, store, batch("/private/1"), stopped).queued) == 1
+    expired = Frontier(clock=lambda: 10.1 + r.policy.robots_ttl, jitter=lambda: 0.5)
+    assert len(admit(expired, store, batch("/private/2"), r).queued) == 1
+    for _ in range(r.policy.retries + 1):  # "complete disallow": denied at dispatch, as before
+        apply(f, store, robots_unreachable(20.0), r)
+    assert len(admit(f, store, batch("/private/3"), r).queued) == 1
+

@@ -252,7 +252,7 @@ PANELS: tuple[Row, ...] = (
                     Query(
                         "sum by (state) (rate("
                         + m(
-                            "streamcrawl_fetch_outcomes_total",
+                            "streamcrawl_frontier_terminal_total",
                             'state=~"failed|blocked|robots_denied"',
                         )
                         + f"[{RATE}]))",
