@@ -479,7 +479,10 @@ class Frontier:
                 wait = max(wait, min(outcome.retry_after, policy.max_backoff))
             st.backoff_until = outcome.finished_at + wait
             st.next_fetch_at = max(st.next_fetch_at, st.backoff_until)
-        elif outcome.kind == "page" and outcome.state != RETRY:
+        elif outcome.kind == "page" and outcome.state != RETRY and outcome.started_at > 0:
+            # A request that did not fail; an entry ended without one (denied, cancelled)
+            # says nothing of the origin, and must not make robots.txt that keeps failing
+            # "not yet given up on" (``robots_unusable``) again.
             st.failures = 0
 
 

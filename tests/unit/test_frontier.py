@@ -310,3 +310,21 @@ def test_robots_unknown_expired_unreachable_or_crawl_stopped_leaves_it_to_dispat
         apply(f, store, robots_unreachable(20.0), r)
     assert len(admit(f, store, batch("/private/3"), r).queued) == 1
 
+
+def test_an_origin_whose_robots_txt_keeps_failing_has_every_url_denied_not_one_per_ttl(env) -> None:  # type: ignore[no-untyped-def]
+    """After ``retries`` + 1 failed robots.txt fetches the origin is disallowed for the error
+    TTL: each queued URL ends robots_denied. A deny (no request) used to reset the origin's
+    failure count like a fetched page, which made robots.txt "unusable but retried" again:
+    one URL denied, then robots.txt asked for, per error TTL."""
+    f, store = env
+    r = rules()
+    admit(f, store, batch("/a", "/b", "/c"), r)
+    for _ in range(r.policy.retries + 1):
+        apply(f, store, robots_unreachable(20.0), r)
+    kinds = []
+    for _ in range(3):
+        (d,) = dispatched(store, r)
+        kinds.append(d.kind)
+        apply(f, store, page_outcome(d, TerminalState.ROBOTS_DENIED, started=0.0), r)
+    assert kinds == ["deny", "deny", "deny"]
+    assert load_origin(store, ORIGIN).failures == r.policy.retries + 1
