@@ -217,7 +217,9 @@ class UrlRef(msgspec.Struct, frozen=True, array_like=False, omit_defaults=True):
 
 
 class FrontierBatch(msgspec.Struct, frozen=True, kw_only=True):
-    """URLs for ONE origin, sent to the frontier keyed by that origin."""
+    """URLs sent to the frontier keyed by ``origin``: that origin's, and those of other
+    origins of the key's partition (the fetch service merges links per partition); a URL of an
+    origin of another partition is re-sent keyed by its origin."""
 
     v: int = SCHEMA_VERSION
     crawl_id: CrawlId

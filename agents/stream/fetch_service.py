@@ -29,6 +29,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -93,7 +94,11 @@ class FetchService(Service):
         self.view = view
         self.publish = publish
         # Other origins' links of many reports, together; no wait once nothing is coming.
-        self.links = LinkBatches(publish, idle=self._nothing_coming)
+        self.links = LinkBatches(
+            publish,
+            partition=partial(partition_for, partitions=partitions),
+            idle=self._nothing_coming,
+        )
         self.mark = mark  # sends a value to one partition of ``outcomes``
         self.unstick = unstick  # makes the consumer fetch one partition's inputs again
         self.own = Ownership()

@@ -282,18 +282,43 @@ class FrontierAgent:
         part.after.append(partial(self.hook.applied, outcome.origin, outcome.seq, applied.state))
 
     def _admission(
-        self, batch: _Batch, part: _Part, where: Where, fb: FrontierBatch, rules: CrawlRules
+        self,
+        batch: _Batch,
+        part: _Part,
+        where: Where,
+        fb: FrontierBatch,
+        rules: CrawlRules,
+        *,
+        canonical: bool = False,
     ) -> Admission:
-        """``Frontier.admit`` within the crawl's page budget, its sends added to the batch."""
+        """``Frontier.admit`` within the crawl's page budget, its sends added to the batch.
+
+        URLs of other origins (``Admission.misrouted``) whose partition this is too (a batch of
+        links merged per partition, ``agents.stream.links.by_partition``) are admitted here,
+        each origin's as its own batch, with this event's name (a replay finds them as it finds
+        the key origin's); those of other partitions are re-sent keyed by their origin, not
+        marked seen (a replay re-sends them)."""
         budget = self._budget(part.changes, fb.crawl_id, rules, where.partition)
         source = f"{where.topic}/{where.partition}@{where.offset}".encode()
         admission = self.frontier.admit(
-            part.changes, fb, rules, budget=budget, source=source, count_admitted=False
+            part.changes,
+            fb,
+            rules,
+            budget=budget,
+            source=source,
+            count_admitted=False,
+            canonical=canonical,
         )
         add_admitted(part.changes, where.partition, fb.crawl_id, len(admission.queued))
-        for origin, refs in admission.misrouted.items():  # not marked seen: a replay re-sends
+        for origin, refs in admission.misrouted.items():
             again = FrontierBatch(crawl_id=fb.crawl_id, origin=origin, urls=tuple(refs))
-            batch.send("frontier", [(origin.encode(), encode(again))])
+            if partition_for(origin, self.partitions) != where.partition:
+                batch.send("frontier", [(origin.encode(), encode(again))])
+                continue
+            # Canonicalized by ``admit`` just now, with these rules: not again.
+            other = self._admission(batch, part, where, again, rules, canonical=True)
+            if other.state is not None and (other.queued or other.forced):
+                part.after.append(partial(self.hook.admitted, other.state))
         batch.statuses(admission.statuses)
         batch.refused.extend(admission.statuses)  # ended at admission: never queued
         denied = sum(s.state is TerminalState.ROBOTS_DENIED for s in admission.statuses)

@@ -7,12 +7,18 @@ part of the worker's Kafka messages (docs/performance.md, "Kafka messages per pa
 ``LinkBatches.send`` takes a report's batches and returns once they are in Kafka (acked). What
 is handed over until the flush goes (at most ``window`` seconds after the first, sooner where
 waiting would hold an origin's next request back: see ``LinkBatches``) is sent together: ONE
-batch per crawl and origin (``listings.merge``, the stages' too: every URL kept, in the order
-handed over; the frontier agent drops the duplicates, as it drops those of one page), split to
-the message size (``frontier_values``). So a page's links still reach Kafka before its outcome
-is published (the fetch service awaits ``send`` first). The wait is added to the publish, and
-the publish to the time an origin's concurrency slot is taken: the flush goes ``ACK_ROOM``
-before the origin's delay ends, so a polite crawl's requests are not held back.
+batch per crawl and partition (``by_partition``: the URLs of every origin whose partition it
+is, each origin's in the order handed over; the frontier agent drops the duplicates, as it
+drops those of one page), keyed by the first of those origins, so it lands on that partition,
+and split to the message size (``frontier_values``). With many origins a page links a few
+that rarely meet in one flush: one batch per origin made ~4 ``frontier`` messages and
+frontier-agent events a page on the many-origins bench row (bench/notes/many-origins.md); per
+partition there are at most as many as partitions per flush.
+
+A page's links still reach Kafka before its outcome is published (the fetch service awaits
+``send`` first). The wait is added to the publish, and the publish to the time an origin's
+concurrency slot is taken: the flush goes ``ACK_ROOM`` before the origin's delay ends, so a
+polite crawl's requests are not held back.
 
 A send that fails fails every report of the flush; each then publishes its bare retry outcome
 (``FetchService._publish_failure``) and its URL is fetched again, its links with it. A report
@@ -25,13 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Final
 
 from streamcrawl.agents.content.listings import merge
 from streamcrawl.agents.stream.frontier_agent import Publisher
 from streamcrawl.agents.stream.messages import MESSAGE_BYTES, frontier_values
-from streamcrawl.schemas.records import FrontierBatch
+from streamcrawl.schemas.records import FrontierBatch, UrlRef
 
 # How long the links of a page wait for other pages' links at most: long enough that a busy
 # worker's pages share one batch per origin (docs/performance.md, "Kafka messages per page").
@@ -75,6 +81,7 @@ class LinkBatches:
         self,
         publish: Publisher,
         *,
+        partition: Callable[[str], Hashable] = lambda origin: origin,
         window: float = WINDOW,
         hold: float = HOLD,
         max_urls: int = MAX_URLS,
@@ -82,9 +89,12 @@ class LinkBatches:
         clock: Callable[[], float] = time.time,
         idle: Callable[[], bool] = lambda: False,
     ) -> None:
-        """``idle()``: no report can join a flush soon (the fetch service: no request is being
-        fetched and none may start now)."""
+        """``partition(origin)``: the ``frontier`` partition of ``origin``'s key (the
+        producer's partitioner; by default each origin its own: one batch per origin);
+        ``idle()``: no report can join a flush soon (the fetch
+        service: no request is being fetched and none may start now)."""
         self.publish = publish
+        self.partition = partition
         self.window = window
         self.hold = hold
         self.max_urls = max_urls
@@ -147,9 +157,8 @@ class LinkBatches:
         self._undelayed = 0
         self._deadline = float("inf")  # later batches: the next flush
         try:
-            values = frontier_values(
-                merge(b for batches, _ in waiting for b in batches), self.message_bytes
-            )
+            merged = merge(b for batches, _ in waiting for b in batches)
+            values = frontier_values(by_partition(merged, self.partition), self.message_bytes)
             await self.publish("frontier", [(origin.encode(), v) for origin, v in values])
         except BaseException as exc:
             for _, done in waiting:
@@ -169,3 +178,28 @@ class LinkBatches:
         """Wait for the flushes already started (their reports wait for them)."""
         if self._flushing:
             await asyncio.gather(*self._flushing, return_exceptions=True)
+
+
+def by_partition(
+    batches: Sequence[FrontierBatch], partition: Callable[[str], Hashable]
+) -> list[FrontierBatch]:
+    """``batches`` (one per crawl and origin) joined into one per crawl and partition, in the
+    order each first came: the first origin's batch with the URLs of the others of that
+    partition after its own, each origin's in order. Its ``origin`` (the key) is the first
+    origin's, which the producer sends to that same partition; the frontier agent admits each
+    origin's URLs of it (``agents.stream.frontier_agent``)."""
+    joined: dict[tuple[str, Hashable], tuple[FrontierBatch, list[UrlRef]]] = {}
+    for batch in batches:
+        at = (batch.crawl_id, partition(batch.origin))
+        found = joined.get(at)
+        if found is None:
+            joined[at] = (batch, list(batch.urls))
+        else:
+            found[1].extend(batch.urls)
+    return [
+        first
+        if len(urls) == len(first.urls)
+        else FrontierBatch(crawl_id=first.crawl_id, origin=first.origin, urls=tuple(urls))
+        for first, urls in joined.values()
+    ]
+

@@ -77,10 +77,12 @@ class Rig:
     hook: Hook
 
 
-def make(max_pages: int | None = None) -> Rig:
+def make(max_pages: int | None = None, allow_hosts: tuple[str, ...] = ()) -> Rig:
     tables: dict[str, dict[bytes, bytes]] = {"seen": {}, "pending": {}, "origins": {}}
     store = TableStore(tables["seen"], tables["pending"], tables["origins"])
-    policy = CrawlPolicy(crawl_id="c", seeds=(ORIGIN + "/",), max_pages=max_pages)
+    policy = CrawlPolicy(
+        crawl_id="c", seeds=(ORIGIN + "/",), max_pages=max_pages, allow_hosts=allow_hosts
+    )
     publish, hook = Publisher(), Hook()
     agent = FrontierAgent(
         store=store,
@@ -195,3 +197,50 @@ def test_outcome_links_count_against_the_page_budget() -> None:
     assert states[ORIGIN + "/b"] == "cancelled"  # over the budget: root + /a only
     budget = [v for short, _, v in r.publish.attached if short == "budget"]
     assert budget[-1] == b"2"
+
+
+def _origins(partition: int, n: int, *, same: bool) -> list[str]:
+    """``n`` origins whose partition is (``same``) or is not ``partition``."""
+    found = (f"http://o{i}.test" for i in range(1000))
+    return [o for o in found if (partition_for(o, PARTITIONS) == partition) == same][:n]
+
+
+def test_a_batch_merged_per_partition_admits_each_origin_here_and_resends_the_others() -> None:
+    """The fetch service merges the links of many pages per partition, keyed by the first
+    origin (``agents.stream.links.by_partition``): every origin of this partition is admitted
+    by this one event, as its own batch (its own queue, the scheduler told); a URL of another
+    partition's origin is re-sent keyed by its origin; a replay of the event repeats the
+    statuses of the URLs it ended and queues nothing twice."""
+    (other,) = _origins(HERE, 1, same=True)
+    (elsewhere,) = _origins(HERE, 1, same=False)
+    r = make(max_pages=3, allow_hosts=(other[7:], elsewhere[7:]))
+    seed(r.agent)
+    urls = (
+        UrlRef(ORIGIN + "/a", 1),
+        UrlRef(other + "/x?utm_source=y", 1),  # canonicalized once: the tracking tag dropped
+        UrlRef(other + "/y", 1),
+        UrlRef(elsewhere + "/z", 1),
+        UrlRef(other + "/over", 1),  # over the page budget of 3: the seed, /a, /x
+    )
+    batch = FrontierBatch(crawl_id="c", origin=ORIGIN, urls=urls)
+    where = Where("x.frontier", HERE, 5)
+    asyncio.run(r.agent.handle(where, encode(batch)))
+    store = r.agent.store
+    state = load_origin(store, other)
+    assert (state.head, state.tail) == (0, 1)
+    assert [entry_at(store, state, s).url for s in (0,)] == [other + "/x"]  # type: ignore[union-attr]
+    assert load_origin(store, elsewhere).tail == 0  # not this partition's: not admitted here
+    resent = [(k, decode("frontier", v)) for s, k, v in r.publish.attached if s == "frontier"]
+    assert [(k, [u.url for u in b.urls]) for k, b in resent] == [
+        (elsewhere.encode(), [elsewhere + "/z"])
+    ]
+    ended = sorted(r.publish.statuses(attached=True))
+    assert ended == [(other + "/over", "cancelled"), (other + "/y", "cancelled")]
+    told = [s.origin for name, s in r.hook.calls if name == "admitted"]
+    assert told[-2:] == [other, ORIGIN] or told[-2:] == [ORIGIN, other]
+    before = {name: dict(t) for name, t in r.tables.items()}
+    r.publish.attached.clear()  # kill -9 before the commit: the replay sends it all again
+    asyncio.run(r.agent.handle(where, encode(batch)))
+    assert {name: dict(t) for name, t in r.tables.items()} == before
+    assert sorted(r.publish.statuses(attached=True)) == ended
+    assert [s for s, _, _ in r.publish.attached].count("frontier") == 1

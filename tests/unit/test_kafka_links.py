@@ -1,4 +1,4 @@
-"""Links to other origins, of many reports, go to ``frontier`` as one batch per origin: on the
+"""Links to other origins, of many reports, go to ``frontier`` as one batch per partition: on the
 bench's site a page's links to ~3 other origins were 3.2 messages per page, each a produce and
 a Faust event for the frontier agent. A page's links must still be in Kafka before ``send``
 returns (its outcome is published only then), and a failed send must fail every report in it."""
@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Sequence
 import pytest
 
 from streamcrawl.agents.content.listings import merge
-from streamcrawl.agents.stream.links import ACK_ROOM, LinkBatches
+from streamcrawl.agents.stream.links import ACK_ROOM, LinkBatches, by_partition
 from streamcrawl.agents.stream.messages import MESSAGE_BYTES
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import FrontierBatch, UrlRef
@@ -313,3 +313,39 @@ def test_an_origin_with_nothing_else_queued_waits_only_the_window() -> None:
     took, rec = asyncio.run(main())
     assert 0.05 <= took < 1.0
     assert {b.origin for b in rec.batches()} == {A, B} and len(rec.sent) == 1
+
+
+C = "http://c.test"
+PARTITION = {A: 0, B: 1, C: 0}.__getitem__  # A and C share partition 0
+
+
+def test_origins_of_one_partition_share_one_message_keyed_by_the_first() -> None:
+    """2,000 origins of 5 pages: a page links ~4 origins that rarely meet in one flush, so one
+    batch per origin was ~4 ``frontier`` messages (and frontier-agent events) a page."""
+
+    async def main() -> Recorder:
+        rec = Recorder()
+        links = LinkBatches(rec, window=0.05, partition=PARTITION)
+        await asyncio.gather(
+            links.send([batch(A, "/1"), batch(B, "/1")]),
+            links.send([batch(C, "/1"), batch(A, "/2")]),
+            links.send([batch(C, "/2", crawl="d")]),
+        )
+        return rec
+
+    rec = asyncio.run(main())
+    assert len(rec.sent) == 1
+    keys = [k for k, _ in rec.sent[0][1]]
+    assert keys == [A.encode(), B.encode(), C.encode()]  # each lands on its URLs' partition
+    got = [(b.crawl_id, b.origin, [u.url for u in b.urls]) for b in rec.batches()]
+    assert got == [
+        ("c", A, [A + "/1", A + "/2", C + "/1"]),  # every origin's URLs in order
+        ("c", B, [B + "/1"]),
+        ("d", C, [C + "/2"]),  # crawls stay apart
+    ]
+
+
+def test_by_partition_keeps_a_lone_origins_batch_as_it_is() -> None:
+    one = batch(B, "/1", "/2")
+    assert by_partition([batch(A, "/1"), one, batch(C, "/3")], PARTITION)[1] is one
+    assert by_partition([], PARTITION) == []
