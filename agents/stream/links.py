@@ -37,6 +37,9 @@ from typing import Final
 from streamcrawl.agents.content.listings import merge
 from streamcrawl.agents.stream.frontier_agent import Publisher
 from streamcrawl.agents.stream.messages import MESSAGE_BYTES, frontier_values
+from streamcrawl.agents.stream.partitioner import key_hash
+from streamcrawl.agents.urls.canonical import origin_of
+from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import FrontierBatch, UrlRef
 
 # How long the links of a page wait for other pages' links at most: long enough that a busy
@@ -54,6 +57,8 @@ ACK_ROOM: Final = 0.03
 # events per page and the politeness-bound row a higher rate (docs/performance.md, "Kafka
 # messages per page").
 HOLD: Final = 0.5
+
+Piece = tuple[bytes, bytes | None]  # a message's key and value
 
 
 class LinkBatches:
@@ -203,3 +208,35 @@ def by_partition(
         for first, urls in joined.values()
     ]
 
+
+def frontier_pieces(key: bytes, value: bytes | None, new_count: int) -> list[Piece]:
+    """A ``frontier`` batch (``key``, ``value``) as one batch per partition of its URLs' origins
+    at ``new_count`` partitions (``admin reshard``'s copy of an event not applied yet: a batch
+    ``by_partition`` merged may hold origins that another count parts), the key's partition's
+    first and keyed by it, each other keyed by its first URL's origin; the event itself when
+    all are one partition's (nearly always), or when it does not decode (the worker skips it,
+    logged). A URL of another origin not in canonical form (a seed another producer sent)
+    goes by the origin its text shows; the worker re-sends it keyed right if that is not its
+    own."""
+    try:
+        batch = decode("frontier", value if value is not None else b"")
+    except BadMessage:
+        return [(key, value)]
+    assert isinstance(batch, FrontierBatch)
+    home = key_hash(key) % new_count
+    groups: dict[int, tuple[bytes, list[UrlRef]]] = {home: (key, [])}
+    lowered = key.decode(errors="replace").lower()
+    for ref in batch.urls:
+        text = origin_of(ref.url)
+        if text.lower() == lowered:  # the key's own, if in another case
+            groups[home][1].append(ref)
+            continue
+        origin = text.encode()
+        groups.setdefault(key_hash(origin) % new_count, (origin, []))[1].append(ref)
+    pieces = [(k, refs) for k, refs in groups.values() if refs]
+    if len(pieces) <= 1 and (not pieces or pieces[0][0] == key):
+        return [(key, value)]
+    return [
+        (k, encode(FrontierBatch(crawl_id=batch.crawl_id, origin=k.decode(), urls=tuple(refs))))
+        for k, refs in pieces
+    ]

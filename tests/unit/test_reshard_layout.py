@@ -149,3 +149,11 @@ def test_the_manifest_checksum_ignores_order_and_catches_any_change() -> None:
     assert manifest.differences(expected, manifest.of_tables(2, 0, altered))
     again = manifest.decode(manifest.encode(expected))
     assert again == expected
+
+
+def test_a_mark_naming_an_event_copied_in_pieces_is_renamed_to_the_piece_where_it_lands() -> None:
+    events = {b"t.frontier/1@7#4": b"t.g2.frontier/4@0", b"t.frontier/1@7#5": b"t.g2.frontier/5@3"}
+    queued = b"\x00".join((b"?", b"t.frontier/1@7", b"3", b"1"))
+    assert layout.renamed(queued, events, 5) == b"?\x00t.g2.frontier/5@3\x003\x001"
+    assert layout.renamed(queued, events, 4) == b"?\x00t.g2.frontier/4@0\x003\x001"
+    assert layout.renamed(queued, events, 0) == queued  # no piece there: a plain duplicate

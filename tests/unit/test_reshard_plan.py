@@ -145,3 +145,42 @@ def test_the_uncommitted_events_keep_their_order_per_origin_counted_ones_first()
     copied = {n: (0, i) for i, n in enumerate(names)}
     assert tail.counted_up_to(planned[0], copied) == 1
     assert tail.counted_up_to(planned[0], {}) == -1  # nothing copied yet
+
+
+def test_a_batch_merged_per_partition_is_copied_in_pieces_to_its_origins_new_partitions() -> None:
+    """The fetch service merges links per partition (``agents.stream.links.by_partition``):
+    one event holds the URLs of origins that share a partition of 3 but not of 6. Copied whole
+    to its key's new partition, the others' URLs would be re-sent from there as new events,
+    which a replay could no longer match with the seen marks the event wrote."""
+    from streamcrawl.agents.stream.tables import partition_for
+    from streamcrawl.schemas.codec import decode, encode
+    from streamcrawl.schemas.records import FrontierBatch, UrlRef
+
+    origins = [f"http://o{i}.test" for i in range(200)]
+    a = origins[0]
+    b = next(
+        o
+        for o in origins[1:]
+        if partition_for(o, 3) == partition_for(a, 3) and partition_for(o, 6) != partition_for(a, 6)
+    )
+    urls = (UrlRef(a + "/1", 1), UrlRef(b + "/1", 1), UrlRef("HTTP://O0.TEST/2", 1))
+    value = encode(FrontierBatch(crawl_id="c", origin=a, urls=urls))
+    old = partition_for(a, 3)
+    planned = tail.plan(
+        "t.frontier", {old: [(4, a.encode(), value)]}, lambda _p: -1, 6, tail.frontier_pieces
+    )
+    got = {
+        q: [(c.name, c.key, [u.url for u in decode("frontier", c.value).urls]) for c in copies]
+        for q, copies in planned.items()
+    }
+    name = f"t.frontier/{old}@4".encode()
+    assert got == {
+        partition_for(a, 6): [
+            (tail.piece_name(name, partition_for(a, 6)), a.encode(), [a + "/1", "HTTP://O0.TEST/2"])
+        ],
+        partition_for(b, 6): [(tail.piece_name(name, partition_for(b, 6)), b.encode(), [b + "/1"])],
+    }
+    # One partition's origins only (nearly every event): the event itself, under its name.
+    alone = encode(FrontierBatch(crawl_id="c", origin=a, urls=urls[:1]))
+    assert tail.frontier_pieces(a.encode(), alone, 6) == [(a.encode(), alone)]
+    assert tail.frontier_pieces(a.encode(), b"{not json", 6) == [(a.encode(), b"{not json")]

@@ -51,6 +51,7 @@ from streamcrawl.agents.frontier.store import (
 )
 from streamcrawl.agents.stream.tables import partition_for
 from streamcrawl.schemas.records import OriginState, QueueEntry
+from streamcrawl.topology.admin.reshard import tail
 
 TABLES = ("seen", "pending", "origins")
 Tables = dict[str, dict[bytes, bytes]]  # table -> key -> value: one partition's final state
@@ -113,12 +114,16 @@ def seen_origins(tables: Tables) -> dict[bytes, str]:
     return {seen_key(entry.crawl_id, entry.url): origin for origin, entry in entries(tables)}
 
 
-def renamed(value: bytes, events: Mapping[bytes, bytes]) -> bytes:
-    """A seen value with the event it names renamed by ``events`` (old -> new name)."""
+def renamed(value: bytes, events: Mapping[bytes, bytes], partition: int | None = None) -> bytes:
+    """A seen value with the event it names renamed by ``events`` (old -> new name), placed
+    at new ``partition``: an event copied in pieces (``tail.frontier_pieces``) is renamed to
+    its piece there."""
     if value[:1] not in _MARKS or value[1:2] != b"\x00":
         return value
     parts = value.split(b"\x00")
-    new = events.get(parts[1])
+    new = None if partition is None else events.get(tail.piece_name(parts[1], partition))
+    if new is None:
+        new = events.get(parts[1])
     if new is None:
         return value
     parts[1] = new
@@ -146,13 +151,13 @@ def place(
     for key, value in tables.get("seen", {}).items():
         if key[:1] != SEEN:
             continue
-        value = renamed(value, events)
         owner = owners.get(key)
         if owner is not None:
-            yield Placed("seen", partition_for(owner, new_count), key, value, owner)
+            q = partition_for(owner, new_count)
+            yield Placed("seen", q, key, renamed(value, events, q), owner)
         else:
             for q in spread:
-                yield Placed("seen", q, key, value, None)
+                yield Placed("seen", q, key, renamed(value, events, q), None)
 
 
 def skipped(tables: Tables) -> int:

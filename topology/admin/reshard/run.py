@@ -359,7 +359,9 @@ class _Run:
                 old_t, {p: committed.get(p) for p in range(old.partitions)}
             )
             events_of = {p: [(r.offset, r.key, r.value) for r in rs] for p, rs in tails.items()}
-            planned = tail.plan(old_t, events_of, partial(self._limit, old, short), new.partitions)
+            split = tail.frontier_pieces if short == "frontier" else None
+            limit = partial(self._limit, old, short)
+            planned = tail.plan(old_t, events_of, limit, new.partitions, split)
             for q, items in planned.items():
                 for item in items:
                     if item.name in done or not copy:
