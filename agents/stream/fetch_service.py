@@ -4,7 +4,7 @@ It keeps ``agents.frontier.scheduler.Scheduler`` (the in-memory politeness index
 of the partitions this worker owns, runs ready dispatches through ``agents.net.stages.Stages`` (in
 the ``agents.net.dispatch.Dispatcher`` both wirings use) and publishes each report: the page to
 ``pages`` (and, for a crawl with ``CrawlPolicy.warc``, its capture to ``captures``), its links to
-other origins to ``frontier`` (ONE batch per origin, merged with other reports' within
+other origins to ``frontier`` (one batch per partition, merged with other reports' within
 ``agents.stream.links.WINDOW``), and only then the outcome to ``outcomes`` (carrying its own
 origin's links), all keyed by origin. A page fetched without a backoff or a retry frees its origin's
 concurrency slot as soon as its report is in Kafka (``Scheduler.fetched``: the delay still counts

@@ -43,7 +43,7 @@ from streamcrawl.schemas.codec import BadMessage, decode, encode
 from streamcrawl.schemas.records import FrontierBatch, UrlRef
 
 # How long the links of a page wait for other pages' links at most: long enough that a busy
-# worker's pages share one batch per origin (docs/performance.md, "Kafka messages per page").
+# worker's pages share one batch per partition (docs/performance.md, "Kafka messages per page").
 WINDOW: Final = 0.1
 # A flush starts before its window ends once this many URLs are waiting.
 MAX_URLS: Final = 5000
