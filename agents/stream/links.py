@@ -96,8 +96,8 @@ class LinkBatches:
     ) -> None:
         """``partition(origin)``: the ``frontier`` partition of ``origin``'s key (the
         producer's partitioner; by default each origin its own: one batch per origin);
-        ``idle()``: no report can join a flush soon (the fetch
-        service: no request is being fetched and none may start now)."""
+        ``idle()``: no report can join a flush soon (the fetch service: no request is being
+        fetched and none may start now)."""
         self.publish = publish
         self.partition = partition
         self.window = window
