@@ -19,7 +19,7 @@ from streamcrawl.agents.frontier.frontier import (
     load_origin,
     queued_entries,
 )
-from streamcrawl.agents.frontier.scheduler import ROBOTS_SEQ, Dispatch, Scheduler
+from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import (
     META,
     ORIGINS,
@@ -34,7 +34,7 @@ from streamcrawl.agents.net.reports import page_outcome
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.tables import TableStore
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, TerminalState, UrlRef
-from tests.outcomes import robots_fetched
+from tests.outcomes import robots_fetched, robots_unreachable
 
 ORIGIN = "http://a.test"
 
@@ -232,19 +232,6 @@ def dispatched(store: Store, r: CrawlRules) -> list[Dispatch]:
     return sched.take(60.0, 10)
 
 
-def robots_unreachable(finished: float) -> Outcome:
-    return Outcome(
-        crawl_id="c",
-        origin=ORIGIN,
-        kind="robots",
-        seq=ROBOTS_SEQ,
-        url=ORIGIN + "/robots.txt",
-        state="retry",
-        started_at=finished - 0.1,
-        finished_at=finished,
-    )
-
-
 @pytest.mark.parametrize("recrawl_after", [None, 3600.0])
 def test_a_url_robots_denies_ends_at_admission_as_its_dispatch_would_end_it(  # type: ignore[no-untyped-def]
     env, recrawl_after: float | None
@@ -307,7 +294,7 @@ def test_robots_unknown_expired_unreachable_or_crawl_stopped_leaves_it_to_dispat
     expired = Frontier(clock=lambda: 10.1 + r.policy.robots_ttl, jitter=lambda: 0.5)
     assert len(admit(expired, store, batch("/private/2"), r).queued) == 1
     for _ in range(r.policy.retries + 1):  # "complete disallow": denied at dispatch, as before
-        apply(f, store, robots_unreachable(20.0), r)
+        apply(f, store, robots_unreachable(ORIGIN, 20.0), r)
     assert len(admit(f, store, batch("/private/3"), r).queued) == 1
 
 
@@ -320,7 +307,7 @@ def test_an_origin_whose_robots_txt_keeps_failing_has_every_url_denied_not_one_p
     r = rules()
     admit(f, store, batch("/a", "/b", "/c"), r)
     for _ in range(r.policy.retries + 1):
-        apply(f, store, robots_unreachable(20.0), r)
+        apply(f, store, robots_unreachable(ORIGIN, 20.0), r)
     kinds = []
     for _ in range(3):
         (d,) = dispatched(store, r)
