@@ -223,9 +223,12 @@ def frontier_pieces(key: bytes, value: bytes | None, new_count: int) -> list[Pie
     except BadMessage:
         return [(key, value)]
     assert isinstance(batch, FrontierBatch)
+    try:
+        lowered = key.decode().lower()
+    except UnicodeDecodeError:  # not an origin: copied as it is (the worker re-keys it)
+        return [(key, value)]
     home = key_hash(key) % new_count
     groups: dict[int, tuple[bytes, list[UrlRef]]] = {home: (key, [])}
-    lowered = key.decode(errors="replace").lower()
     for ref in batch.urls:
         text = origin_of(ref.url)
         if text.lower() == lowered:  # the key's own, if in another case

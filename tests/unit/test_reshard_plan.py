@@ -184,3 +184,4 @@ def test_a_batch_merged_per_partition_is_copied_in_pieces_to_its_origins_new_par
     alone = encode(FrontierBatch(crawl_id="c", origin=a, urls=urls[:1]))
     assert tail.frontier_pieces(a.encode(), alone, 6) == [(a.encode(), alone)]
     assert tail.frontier_pieces(a.encode(), b"{not json", 6) == [(a.encode(), b"{not json")]
+    assert tail.frontier_pieces(b"\xff", value, 6) == [(b"\xff", value)]  # not an origin
