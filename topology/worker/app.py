@@ -44,7 +44,9 @@ from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker.acks import log_start_offset, refuse_untracked_acks, untrack
 from streamcrawl.topology.worker.batching import DurableCommit, run_batches
 from streamcrawl.topology.worker.clients import (
+    BULK_TOPICS,
     aiokafka_connection,
+    bulk_producer,
     faust_acks,
     faust_credentials,
     use_producer_settings,
@@ -119,6 +121,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         "budget", internal=True, partitions=1, compacting=True, config=durability_configs(settings)
     )
     out["counts"] = topic("counts", internal=False)  # created by `admin create-topics`
+    bulk = bulk_producer(app)  # pages and captures: their bodies in large batches
 
     async def publish(
         short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
@@ -136,7 +139,8 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # futures cost a saturated worker CPU for nothing (docs/performance.md, "Producer
         # settings and compression").
         name = topic_name(settings, short)
-        producer = app.producer
+        # ``on_commit`` sends rely on Faust flushing its own producer before a commit.
+        producer = bulk if short in BULK_TOPICS and not on_commit else app.producer
         futures: list[Any] = [  # asyncio futures of the acks (aiokafka's)
             await producer.send(name, k, v, None, None, None) for k, v in items
         ]
@@ -281,6 +285,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             await self.add_runtime_dependency(health)
             await self.add_runtime_dependency(view)
             if settings.fetch_enabled:
+                await self.add_runtime_dependency(bulk)  # children stop in reverse: after it
                 await self.add_runtime_dependency(fetcher)
             if sinker is not None:
                 await self.add_runtime_dependency(sinker)
