@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.context import compile_streamcrawl
 from bench.site import SiteSpec
 
 # postgresql-doc-15: 1,169 pages of 13.5 KB; python3.11-doc: 530 pages of ~93 KB (the large
@@ -250,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         "per_origin_concurrency": args.per_origin_concurrency,
         "packages": {},
     }
+    compile_streamcrawl()  # the crawler as installed (bench.context)
     for package in packages:
         part["packages"][package] = got = package_part(package, args)
         print(json.dumps({"package": package, "median": got["median"]}), flush=True)
