@@ -514,10 +514,11 @@ def _robots_denies(st: OriginState, url: str, rules: CrawlRules, now: float) -> 
     """Whether the origin's cached robots.txt, still fresh at ``now``, denies ``url``: the
     scheduler would dispatch it only to end it ``robots_denied`` (``Scheduler._decide``), so
     admission ends it at once. Only while the crawl runs (stopped, the scheduler cancels the
-    URL instead; paused, it decides on resume), and only by a robots.txt that answered: the
-    "disallow everything" of an unreachable one keeps the dispatch path, where the deny outcome
-    resets the origin's failure count, so robots.txt is asked for again before the next URL
-    (``robots_unusable``)."""
+    URL instead; paused, it decides on resume), and only by a robots.txt that answered. An
+    unreachable one's "disallow everything" stays with the scheduler: while robots.txt is
+    being retried it holds the origin's URLs back (``robots_unusable``), and only once the
+    retries are spent does it end them ``robots_denied``; deciding that here would need the
+    same failure count, for a case that ends each of an origin's URLs once."""
     if rules.policy.state != "running" or rules.robots_expired(st, now):
         return False
     robots = rules.robots(st)  # parsed once per origin and expiry (``CrawlRules.robots``)

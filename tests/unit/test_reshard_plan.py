@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.stream.links import frontier_pieces
 from streamcrawl.topology.admin import generation, topics
 from streamcrawl.topology.admin.generation import Generation, Pointer
 from streamcrawl.topology.admin.reshard import lock, tail
@@ -167,7 +168,7 @@ def test_a_batch_merged_per_partition_is_copied_in_pieces_to_its_origins_new_par
     value = encode(FrontierBatch(crawl_id="c", origin=a, urls=urls))
     old = partition_for(a, 3)
     planned = tail.plan(
-        "t.frontier", {old: [(4, a.encode(), value)]}, lambda _p: -1, 6, tail.frontier_pieces
+        "t.frontier", {old: [(4, a.encode(), value)]}, lambda _p: -1, 6, frontier_pieces
     )
     got = {
         q: [(c.name, c.key, [u.url for u in decode("frontier", c.value).urls]) for c in copies]
@@ -182,6 +183,6 @@ def test_a_batch_merged_per_partition_is_copied_in_pieces_to_its_origins_new_par
     }
     # One partition's origins only (nearly every event): the event itself, under its name.
     alone = encode(FrontierBatch(crawl_id="c", origin=a, urls=urls[:1]))
-    assert tail.frontier_pieces(a.encode(), alone, 6) == [(a.encode(), alone)]
-    assert tail.frontier_pieces(a.encode(), b"{not json", 6) == [(a.encode(), b"{not json")]
-    assert tail.frontier_pieces(b"\xff", value, 6) == [(b"\xff", value)]  # not an origin
+    assert frontier_pieces(a.encode(), alone, 6) == [(a.encode(), alone)]
+    assert frontier_pieces(a.encode(), b"{not json", 6) == [(a.encode(), b"{not json")]
+    assert frontier_pieces(b"\xff", value, 6) == [(b"\xff", value)]  # not an origin

@@ -116,8 +116,8 @@ def seen_origins(tables: Tables) -> dict[bytes, str]:
 
 def renamed(value: bytes, events: Mapping[bytes, bytes], partition: int | None = None) -> bytes:
     """A seen value with the event it names renamed by ``events`` (old -> new name), placed
-    at new ``partition``: an event copied in pieces (``tail.frontier_pieces``) is renamed to
-    its piece there."""
+    at new ``partition``: an event copied in pieces (``agents.stream.links.frontier_pieces``)
+    is renamed to its piece there."""
     if value[:1] not in _MARKS or value[1:2] != b"\x00":
         return value
     parts = value.split(b"\x00")

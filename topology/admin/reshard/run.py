@@ -36,6 +36,7 @@ import msgspec
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.stream.control import budget_key
 from streamcrawl.agents.stream.counts import PartitionCounts, counts_key, decode_counts, message_key
+from streamcrawl.agents.stream.links import frontier_pieces
 from streamcrawl.topology.admin import generation, topics
 from streamcrawl.topology.admin.generation import Generation, Pointer
 from streamcrawl.topology.admin.reshard import layout, manifest, tail, tally
@@ -359,7 +360,7 @@ class _Run:
                 old_t, {p: committed.get(p) for p in range(old.partitions)}
             )
             events_of = {p: [(r.offset, r.key, r.value) for r in rs] for p, rs in tails.items()}
-            split = tail.frontier_pieces if short == "frontier" else None
+            split = frontier_pieces if short == "frontier" else None
             limit = partial(self._limit, old, short)
             planned = tail.plan(old_t, events_of, limit, new.partitions, split)
             for q, items in planned.items():

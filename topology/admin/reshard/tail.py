@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from streamcrawl.agents.stream.links import Piece, frontier_pieces
+from streamcrawl.agents.stream.links import Piece
 from streamcrawl.agents.stream.partitioner import key_hash
 
-__all__ = ["Copy", "Piece", "counted_up_to", "frontier_pieces", "piece_name", "plan"]
+__all__ = ["Copy", "Piece", "counted_up_to", "piece_name", "plan"]
 
 Event = tuple[int, bytes | None, bytes | None]  # offset, key, value
 Split = Callable[[bytes, bytes | None, int], Sequence[Piece]]  # key, value, new count
