@@ -14,7 +14,8 @@ A worker is modelled on ``agents/stream/fetch_service.py``: the real ``Scheduler
 one request per origin, ``CrawlPolicy``'s defaults; every origin with work in memory, which the
 default ``max_origins_in_memory`` of 100,000 allows up to ~100,000 origins per worker) hands
 out dispatches at each turn of the loop, up to ``concurrency`` (64) fetches in flight and
-``max(4 x concurrency, 1024)`` unapplied; a fetch's report costs CPU_MS of the worker's one core
+``max(4 x concurrency, 1024)`` unapplied (the worker's bound when docs/performance.md's numbers
+were computed; 4,096 since); a fetch's report costs CPU_MS of the worker's one core
 (the Kafka worker's CPU per page, docs/benchmarks.md: median run of the main row), queued
 behind the others; its publication ends the task and frees the slot (``Scheduler.fetched``);
 the frontier applies the outcome APPLY_S later (the frontier agent's batch window,

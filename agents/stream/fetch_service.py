@@ -55,7 +55,7 @@ from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome
 log = logging.getLogger(__name__)
 
 # The smallest default bound on fetched-but-unapplied URLs (see ``FetchService.__init__``).
-MIN_MAX_UNAPPLIED = 1024
+MIN_MAX_UNAPPLIED = 4096
 
 REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the rebalance)
 STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
@@ -110,7 +110,11 @@ class FetchService(Service):
         # consumer's read-ahead and the scheduler's skip sets would grow with the crawl). The
         # bound caps the rate at bound / apply latency (Little's law): with many origins the
         # rate is set by politeness, not by concurrency, and 4 x 64 = 256 held the 256 x 20 at
-        # 0.5 s bench row to 111 pages/s (an apply latency of ~2.3 s); 1,024 gave 169.
+        # 0.5 s bench row to 111 pages/s (an apply latency of ~2.3 s); 1,024 gave 169. At
+        # 2,000 origins x 5 pages at 1 s, 1,024 held one worker to ~490 pages/s (apply latency
+        # ~2 s), 4,096 gave 564 and 16,384 no more (docs/performance.md, "The politeness-bound
+        # row"). A URL in the bound costs the scheduler's skip set an entry, not a request:
+        # its outcome is in Kafka, so a crash does not fetch it again.
         if max_unapplied is None:
             max_unapplied = max(4 * concurrency, MIN_MAX_UNAPPLIED)
         self.max_unapplied = max_unapplied

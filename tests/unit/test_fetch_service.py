@@ -216,9 +216,9 @@ def test_the_default_unapplied_bound_is_not_below_its_floor() -> None:
     # origins at bound / apply latency (bench: 111 pages/s of an ideal 512).
     from streamcrawl.agents.stream import fetch_service as kafka_scheduler
 
-    assert kafka_scheduler.MIN_MAX_UNAPPLIED == 1024
-    assert _default_bound(64) == 1024
-    assert _default_bound(512) == 2048
+    assert kafka_scheduler.MIN_MAX_UNAPPLIED == 4096
+    assert _default_bound(64) == 4096
+    assert _default_bound(2048) == 8192
 
 
 def _default_bound(concurrency: int) -> int:
