@@ -113,8 +113,8 @@ class FetchService(Service):
         # 0.5 s bench row to 111 pages/s (an apply latency of ~2.3 s); 1,024 gave 169. At
         # 2,000 origins x 5 pages at 1 s, 1,024 held one worker to ~490 pages/s (apply latency
         # ~2 s), 4,096 gave 564 and 16,384 no more (docs/performance.md, "The politeness-bound
-        # row"). A URL in the bound costs the scheduler's skip set an entry, not a request:
-        # its outcome is in Kafka, so a crash does not fetch it again.
+        # row"). A settling URL costs an entry of the scheduler's skip set; its outcome is in
+        # Kafka already, so a crash does not fetch it again (requests stay within concurrency).
         if max_unapplied is None:
             max_unapplied = max(4 * concurrency, MIN_MAX_UNAPPLIED)
         self.max_unapplied = max_unapplied
