@@ -13,30 +13,10 @@ from typing import Any
 import pytest
 
 from streamcrawl.topology.worker.clients import BULK_BATCH_BYTES, BULK_TOPICS, bulk_producer
-from tests.unit.test_replication_settings import settings
+from tests.unit.test_replication_settings import built_producer, settings
 from tests.unit.test_settings_effects import build, started  # noqa: F401 - a fixture
 
 KAFKA_ACKS = [("all", True), ("all", False), ("1", False)]
-
-
-def built_producer(producer: Any) -> dict[str, Any]:
-    """What the aiokafka producer a Faust producer builds is set to."""
-
-    async def settings_of() -> dict[str, Any]:
-        made = producer._new_producer()
-        try:
-            return {
-                "acks": made._sender._acks,
-                "idempotent": made._txn_manager is not None,
-                "batch": made._message_accumulator._batch_size,
-                "connection_ms": made.client._request_timeout_ms,
-                "compression": made._compression_type,
-                "max_request": made._max_request_size,
-            }
-        finally:
-            await made.stop()
-
-    return asyncio.run(settings_of())
 
 
 @pytest.mark.parametrize(("acks", "idempotent"), KAFKA_ACKS)

@@ -118,18 +118,33 @@ def test_the_confluent_producers_wait_for_every_replica_idempotently(tmp_path: P
     assert off["enable.idempotence"] is False
 
 
+def built_producer(producer: Any) -> dict[str, Any]:
+    """What the aiokafka producer that a Faust producer (``app.producer``, or the worker's
+    producer for bodies) builds is set to."""
+
+    async def settings_of() -> dict[str, Any]:
+        made = producer._new_producer()
+        try:
+            return {
+                "acks": made._sender._acks,
+                "idempotent": made._txn_manager is not None,
+                "batch": made._message_accumulator._batch_size,
+                "batch_ttl_s": made._message_accumulator._batch_ttl,
+                "connection_ms": made.client._request_timeout_ms,
+                "request_ms": made._request_timeout_ms,
+                "compression": made._compression_type,
+                "max_request": made._max_request_size,
+            }
+        finally:
+            await made.stop()
+
+    return asyncio.run(settings_of())
+
+
 def faust_producer(s: Settings) -> tuple[int, bool]:
     """(acks, idempotent) of the aiokafka producer Faust's producer builds for the worker."""
-    app = create_app(s)
-
-    async def build() -> tuple[int, bool]:
-        producer = app.producer._new_producer()
-        try:
-            return producer._sender._acks, producer._txn_manager is not None
-        finally:
-            await producer.stop()
-
-    return asyncio.run(build())
+    made = built_producer(create_app(s).producer)
+    return made["acks"], made["idempotent"]
 
 
 def test_the_worker_producer_waits_for_every_replica_idempotently(tmp_path: Path) -> None:
@@ -149,23 +164,10 @@ def test_the_worker_producer_times_out_requests_not_batches(tmp_path: Path) -> N
 
     for idempotent in (True, False):
         app = create_app(settings(tmp_path, kafka_idempotence=idempotent))
-
-        async def build(app: Any = app) -> tuple[float, float, float]:
-            producer = app.producer._new_producer()
-            try:
-                conn_ms = producer.client._request_timeout_ms
-                return (
-                    conn_ms,
-                    producer._message_accumulator._batch_ttl,
-                    producer._request_timeout_ms,
-                )
-            finally:
-                await producer.stop()
-
-        conn_ms, batch_ttl_s, send_ms = asyncio.run(build())
-        assert conn_ms == PRODUCER_CONNECTION_TIMEOUT_MS == 30_000
-        assert batch_ttl_s == app.conf.producer_request_timeout == 1200.0
-        assert send_ms == 1_200_000
+        made = built_producer(app.producer)
+        assert made["connection_ms"] == PRODUCER_CONNECTION_TIMEOUT_MS == 30_000
+        assert made["batch_ttl_s"] == app.conf.producer_request_timeout == 1200.0
+        assert made["request_ms"] == 1_200_000
 
 
 # --- min.insync.replicas on every topic -------------------------------------------------------
