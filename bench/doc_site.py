@@ -36,6 +36,7 @@ from typing import Any
 
 from bench.context import compile_streamcrawl
 from bench.site import SiteSpec
+from bench.tables import cell, reason, table
 
 # postgresql-doc-15: 1,169 pages of 13.5 KB; python3.11-doc: 530 pages of ~93 KB (the large
 # pages of the "one real site" shape).
@@ -261,3 +262,78 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def doc_site_section(part: dict) -> list[str]:
+    """The one-real-site section, from a results file's ``doc_site`` (``bench/doc_site.py
+    --out``): each package's Kafka and embedded medians, then the targets."""
+    source = f"From `{part['source']}`: " if "source" in part else ""
+    lines = [
+        "## One real site: a documentation tree, one origin, delay 0",
+        "",
+        "A Debian package's HTML documentation served by nginx as one origin, crawled at delay 0 "
+        f"with per-origin concurrency {part['per_origin_concurrency']} by the Kafka topology "
+        "(one worker, bodies in the stream) and by the embedded crawl, in interleaved rounds; "
+        "medians. *pages* = the tree's HTML files the server answered 200; pages/s over the "
+        "access log's span (first request's start to last response's end). CPU per page: the "
+        "crawler's (the embedded crawl's process tree, start-up included; the worker's from the "
+        "seed to the last new state), and the broker's and Cassandra's over that interval, raw: "
+        "their idle work and any other client's (the harness polls the counts topic as "
+        "`streamcrawl status` does) included, no idle rate subtracted. *all-in* = the sum. The "
+        "machine is shared.",
+        "",
+        f"{source}`{part['command']}`.",
+        "",
+    ]
+    rows = []
+    for package, got in part["packages"].items():
+        base = got["median"].get("embedded") or {}
+        for wiring, label in WIRINGS.items():
+            m = got["median"].get(wiring)
+            if not m:
+                continue
+            if m["status"] != "ok":
+                rows.append([package, label, f"**{m['status']}**: {reason(m)}", *[""] * 10])
+                continue
+            rows.append(
+                [
+                    package,
+                    label,
+                    str(m["runs"]),
+                    f"{m['pages']:,.0f} / {got['pages']:,}",
+                    cell(got["page_kb"]),
+                    cell(m["span_s"]),
+                    cell(m["span_pages_per_s"], 0),
+                    cell(m["crawler_ms"], 2),
+                    cell(m["kafka_ms"], 2),
+                    cell(m["cassandra_ms"], 2),
+                    cell(m["total_ms"], 2),
+                    *(
+                        ["-", "-"]
+                        if wiring == "embedded"
+                        else [
+                            _ratio(m, base, "span_pages_per_s"),
+                            _ratio(m, base, "total_ms"),
+                        ]
+                    ),
+                ]
+            )
+    header = ["package", "wiring", "runs", "pages", "page KB", "log span s", "pages/s"]
+    header += ["crawler ms/page", "broker ms/page", "Cassandra ms/page", "all-in ms/page"]
+    lines += table([*header, "pages/s x embedded", "all-in x embedded"], rows)
+    trows = []
+    for c in verdicts(part):
+        style = "{:.0f} pages/s" if c["what"] == "rate" else "{:.1f} ms/page"
+        shown = "-" if c["value"] is None else style.format(c["value"])
+        verdict = "not measured" if c["met"] is None else "met" if c["met"] else "**not met**"
+        trows.append([c["package"], WIRINGS[c["wiring"]], c["target"], shown, verdict])
+    if trows:
+        lines += ["", *table(["package", "wiring", "target", "measured", "verdict"], trows)]
+    return [*lines, ""]
+
+
+def _ratio(row: dict, base: dict, key: str) -> str:
+    """``row[key]`` as a multiple of the embedded crawl's (``-``: either not measured)."""
+    if base.get("status") != "ok" or not base.get(key) or row.get(key) is None:
+        return "-"
+    return f"{row[key] / base[key]:.2f}x"

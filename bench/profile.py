@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.tables import entries, table
+
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 
@@ -71,3 +73,29 @@ def summarize(path: str | Path, top: int = 12) -> ProfileSummary:
     return ProfileSummary(
         total, by_pkg.most_common(top), self_c.most_common(top), incl.most_common(top)
     )
+
+
+def profile_section(profiles: dict) -> list[str]:
+    lines = ["## Where the CPU goes (py-spy, 100 Hz, one extra run each, not timed)", ""]
+    if profiles.get("_note"):  # e.g. profiles taken from another run of the harness
+        lines += [profiles["_note"], ""]
+    for _, p in entries(profiles):
+        if p["status"] != "ok":
+            lines += [f"**{p['label']}**: {p['status']}: {p.get('reason', '')}", ""]
+            continue
+        total = p["samples"] or 1
+        lines += [f"**{p['label']}** ({total:,} samples)", ""]
+        rows = []
+        for i in range(max(len(p["by_package"]), len(p["self_top"]))):
+            pkg = p["by_package"][i] if i < len(p["by_package"]) else None
+            fn = p["self_top"][i] if i < len(p["self_top"]) else None
+            rows.append(
+                [
+                    f"{pkg[0]}" if pkg else "",
+                    f"{pkg[1] / total:.0%}" if pkg else "",
+                    f"`{fn[0]}`" if fn else "",
+                    f"{fn[1] / total:.0%}" if fn else "",
+                ]
+            )
+        lines += [*table(["package (self)", "share", "function (self)", "share"], rows), ""]
+    return lines

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import doc_site
-from bench.report import doc_site_section
+from bench.doc_site import doc_site_section
 from bench.run import merge_results, source_command
 
 
