@@ -38,8 +38,9 @@ from bench.heavy_tail_model import (
     origin_name,
     run_worker,
 )
-from streamcrawl.agents.frontier.frontier import Frontier, encode_origin
+from streamcrawl.agents.frontier.frontier import Frontier
 from streamcrawl.agents.frontier.queue import SEGMENT
+from streamcrawl.agents.frontier.records import encode_origin
 from streamcrawl.agents.frontier.store import SEEN, SEGMENTS, Changes, MemoryStore
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.tables import partition_for

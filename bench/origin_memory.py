@@ -60,7 +60,7 @@ def open_tables(root: Path) -> dict[str, Any]:
 def build(root: Path, origins: int, seen: int) -> dict[str, Any]:
     from rocksdict import WriteBatch
 
-    from streamcrawl.agents.frontier.frontier import origin_key
+    from streamcrawl.agents.frontier.records import origin_key
     from streamcrawl.agents.frontier.store import SEEN
     from streamcrawl.schemas.records import OriginState, QueueEntry
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from streamcrawl.agents.content.listings import seed_sitemaps
-from streamcrawl.agents.frontier.frontier import decode_origin
+from streamcrawl.agents.frontier.records import decode_origin
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.control import SharedView

@@ -6,13 +6,14 @@ for fetch outcomes, then commits the overlay (atomically in the embedded runner;
 crash-safe order in the Faust tables, so a crash can leave part of one commit). Both are
 idempotent, which also completes such a partial commit: a replayed batch finds its URLs seen; a
 replayed outcome finds its queue entry ended and only repeats its terminal status. The queue's
-layout (segments, the head cursor in the origin's record) is ``agents.frontier.queue``.
+layout (segments, the head cursor in the origin's record) is ``agents.frontier.queue``; the
+tables' keys and the origin records ``agents.frontier.records``; what the seen table holds of a
+URL and the statuses that end it ``agents.frontier.statuses``.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import random
 import time
 from collections.abc import Callable
@@ -21,7 +22,26 @@ from dataclasses import dataclass, field
 import msgspec
 
 from streamcrawl.agents.frontier import queue, revisits
-from streamcrawl.agents.frontier.store import META, ORIGINS, SEEN, Changes, Store
+from streamcrawl.agents.frontier.records import (
+    admitted_count,
+    admitted_key,
+    load_origin,
+    seen_key,
+    store_origin,
+)
+from streamcrawl.agents.frontier.statuses import (
+    RETRY,
+    attempts_after,
+    ended_at_admission,
+    ended_mark,
+    ended_status,
+    moved_statuses,
+    queued_by,
+    queued_mark,
+    terminal_state,
+    terminal_status,
+)
+from streamcrawl.agents.frontier.store import Changes
 from streamcrawl.agents.policy.revisit import lastmod_forces
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_expiry
@@ -35,115 +55,6 @@ from streamcrawl.schemas.records import (
     UrlRef,
     UrlStatus,
 )
-
-# The one codec of the ``origins`` values (msgpack ``OriginState``): the frontier writes them;
-# it, the embedded runner's restore and the Kafka scheduler's refill read them.
-encode_origin: Callable[[OriginState], bytes] = msgspec.msgpack.Encoder().encode
-decode_origin: Callable[[bytes], OriginState] = msgspec.msgpack.Decoder(OriginState).decode
-
-RETRY = "retry"
-
-
-@functools.lru_cache(maxsize=16384)  # a page links mostly URLs linked before: one hash each
-def seen_key(crawl_id: str, url: str) -> bytes:
-    digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
-    return SEEN + crawl_id.encode() + b"\x00" + digest
-
-
-def origin_key(origin: str) -> bytes:
-    return ORIGINS + origin.encode()
-
-
-def admitted_key(crawl_id: str) -> bytes:
-    return META + b"admitted\x00" + crawl_id.encode()
-
-
-ORIGIN_MEMO = 256  # origins whose last record written or read is kept decoded
-
-
-class _OriginMemo:
-    """The decoded state of the record last written or read, per origin, for the last
-    ``ORIGIN_MEMO`` origins.
-
-    A page's outcome reads its origin's record, which the previous page's wrote: remembering
-    the state each write encoded makes that read a comparison and a copy instead of a decode
-    (the record holds the open queue segment, dozens of entries). Served only for the same
-    bytes, so a record changed anywhere else is decoded afresh. The states are shared: callers
-    copy them (``_copy``)."""
-
-    def __init__(self) -> None:
-        self._states: dict[bytes, tuple[bytes, OriginState]] = {}
-
-    def decode(self, key: bytes, raw: bytes) -> OriginState:
-        kept = self._states.pop(key, None)
-        if kept is not None and (kept[0] is raw or kept[0] == raw):
-            state = kept[1]
-        else:
-            state = decode_origin(raw)
-        self.remember(key, raw, state)
-        return state
-
-    def remember(self, key: bytes, raw: bytes, state: OriginState) -> None:
-        self._states[key] = (raw, state)
-        if len(self._states) > ORIGIN_MEMO:
-            del self._states[next(iter(self._states))]  # the least recently used
-
-
-_origins = _OriginMemo()
-
-
-def load_origin(store: Store | Changes, origin: str) -> OriginState:
-    """The origin's state, the caller's to change (a fresh object: a copy of the state the
-    overlay or the memo of decoded records holds, see ``store_origin``)."""
-    key = origin_key(origin)
-    if isinstance(store, Changes):
-        state = store.load(key, functools.partial(_origins.decode, key))
-    else:
-        raw = store.get(key)
-        state = None if raw is None else _origins.decode(key, raw)
-    return OriginState(origin=origin) if state is None else _copy(state)
-
-
-def store_origin(ch: Changes, st: OriginState) -> None:
-    """Write ``st``; the overlay keeps a copy, so changes the caller makes later stay out."""
-    key, raw, kept = origin_key(st.origin), encode_origin(st), _copy(st)
-    _origins.remember(key, raw, kept)
-    ch.put(key, raw, decoded=kept)
-
-
-def _copy(st: OriginState) -> OriginState:
-    # Queue entries are frozen: copying the containers (and the lanes, which are not) makes
-    # a state nobody else changes.
-    return msgspec.structs.replace(
-        st,
-        inline=list(st.inline),
-        done=list(st.done),
-        patched=dict(st.patched),
-        lanes=[msgspec.structs.replace(lane) for lane in st.lanes],
-    )
-
-
-def admitted_count(store: Store | Changes, crawl_id: str) -> int:
-    raw = store.get(admitted_key(crawl_id))
-    return 0 if raw is None else int(raw)
-
-
-def queued_entries(
-    store: Store | Changes,
-    state: OriginState,
-    limit: int,
-    skip: set[int] | frozenset[int] = frozenset(),
-) -> list[tuple[int, QueueEntry]]:
-    """Up to ``limit`` entries from the head of the origin's queue, skipping seqs in ``skip``."""
-    found: list[tuple[int, QueueEntry]] = []
-    seq = state.head
-    while seq < state.tail and len(found) < limit:
-        if seq not in skip:
-            entry = queue.entry_at(store, state, seq)
-            if entry is not None:
-                found.append((seq, entry))
-        seq += 1
-    return found
 
 
 @dataclass
@@ -255,9 +166,9 @@ class Frontier:
             if seen is not None:
                 # Without a source (the embedded crawl) no event replays: a plain duplicate.
                 replay = source and key not in marked
-                ended = _ended_at_admission(seen, source) if replay else None
+                ended = ended_at_admission(seen, source) if replay else None
                 if ended is not None:  # this very event, replayed: its status may be lost
-                    result.statuses.append(_ended(batch, ref, url, *ended, now))
+                    result.statuses.append(ended_status(batch, ref, url, *ended, now))
                     marked.add(key)
                     continue
                 at = revisits.read_pointer(seen) if ref.lastmod is not None else None
@@ -278,7 +189,7 @@ class Frontier:
                         result.forced += 1
                         result.moves.append((batch.crawl_id, forced.revisit.due, -1))
                         continue
-                again = _queued_by(seen, source) if replay else None
+                again = queued_by(seen, source) if replay else None
                 if again is not None and st is None:
                     st = load_origin(ch, batch.origin)
                 if again is None or st is None or again < st.tail:
@@ -310,11 +221,11 @@ class Frontier:
                     refusal = TerminalState.ROBOTS_DENIED, None
             if refusal is not None:
                 state, reason = refusal
-                ch.put(key, _ended_mark(source, state, reason, ref.depth))
-                result.statuses.append(_ended(batch, ref, url, state, reason, ref.depth, now))
+                ch.put(key, ended_mark(source, state, reason, ref.depth))
+                result.statuses.append(ended_status(batch, ref, url, state, reason, ref.depth, now))
                 continue
             assert st is not None
-            ch.put(key, _queued_mark(source, st.tail, ref.depth))
+            ch.put(key, queued_mark(source, st.tail, ref.depth))
             result.queued.append((st.tail, entry))
             queue.push(ch, st, st.tail, entry)
             queued += 1
@@ -353,14 +264,14 @@ class Frontier:
                 st.next_fetch_at = max(st.next_fetch_at, outcome.finished_at + wait)
             store_origin(ch, st)
             return Applied([], st, retried=True)
-        state = _terminal_state(outcome)
-        entry = msgspec.structs.replace(entry, attempts=_attempts(entry.attempts, outcome))
+        state = terminal_state(outcome)
+        entry = msgspec.structs.replace(entry, attempts=attempts_after(entry.attempts, outcome))
         queue.end(ch, st, outcome.seq)
         if outcome.final_url and outcome.final_url != entry.url:
             ch.put(seen_key(entry.crawl_id, outcome.final_url), str(entry.depth).encode())
         if state is TerminalState.FETCHED:
             st.fetched += 1
-        statuses = [_terminal(entry, outcome, state)]
+        statuses = [terminal_status(entry, outcome, state)]
         moves = []
         if rules.revisit is not None:
             statuses = self._reschedule(ch, st, entry, outcome, state, rules, moves)
@@ -392,7 +303,7 @@ class Frontier:
     ) -> list[UrlStatus]:
         """Continuous crawling: put the URL in its next revisit's lane (its seen mark points
         there; ``moves`` gets it), or drop it. A first fetch reports its terminal state as any
-        crawl's; a revisit only a change of the URL's state (``_moved``)."""
+        crawl's; a revisit only a change of the URL's state (``moved_statuses``)."""
         assert rules.revisit is not None
         revisit, gone = revisits.after_fetch(entry, outcome, state, rules.revisit, self.jitter())
         previous = entry.revisit.state if entry.revisit is not None else None
@@ -404,7 +315,7 @@ class Frontier:
             )
             ch.put(seen_key(entry.crawl_id, entry.url), revisits.pointer(level, seq))
             moves.append((entry.crawl_id, due, 1))
-        return _moved(entry, outcome, now, previous)
+        return moved_statuses(entry, outcome, now, previous)
 
     def _promote(
         self, ch: Changes, st: OriginState, rules: CrawlRules, moves: list[revisits.LaneMove]
@@ -426,12 +337,13 @@ class Frontier:
         commit and its delivery is sent again. A retry that re-queued its entry had none."""
         if outcome.state == RETRY and outcome.attempts <= rules.policy.retries:
             return []
-        state = _terminal_state(outcome)
+        state = terminal_state(outcome)
         entry = QueueEntry(
             crawl_id=outcome.crawl_id,
             url=outcome.url,
             depth=outcome.depth,
-            attempts=_attempts(outcome.attempts - 1, outcome),  # Outcome.attempts = entry's + 1
+            # Outcome.attempts = entry's + 1
+            attempts=attempts_after(outcome.attempts - 1, outcome),
             lastmod=outcome.lastmod,
         )
         if outcome.reported is not None and rules.revisit is not None:
@@ -442,8 +354,8 @@ class Frontier:
             entry = msgspec.structs.replace(entry, revisit=before)
             again, gone = revisits.after_fetch(entry, outcome, state, rules.revisit, 0.5)
             now = revisits.reported(outcome.reported, again, gone, state)
-            return _moved(entry, outcome, now, outcome.reported)
-        return [_terminal(entry, outcome, state)]
+            return moved_statuses(entry, outcome, now, outcome.reported)
+        return [terminal_status(entry, outcome, state)]
 
     def _apply_robots(
         self, ch: Changes, outcome: Outcome, rules: CrawlRules, st: OriginState
@@ -526,104 +438,4 @@ def _robots_denies(st: OriginState, url: str, rules: CrawlRules, now: float) -> 
         robots is not None
         and not robots.unreachable
         and not robots.allowed(url, rules.policy.user_agent)
-    )
-
-
-def _terminal_state(outcome: Outcome) -> TerminalState:
-    """The state an outcome ends its entry in (a retry that may not be retried: failed)."""
-    return TerminalState.FAILED if outcome.state == RETRY else TerminalState(outcome.state)
-
-
-def _attempts(before: int, outcome: Outcome) -> int:
-    """Attempts of an entry once ``outcome`` is applied (a dispatch without request: none)."""
-    return before + (1 if outcome.started_at > 0 else 0)
-
-
-def _moved(
-    entry: QueueEntry, outcome: Outcome, state: TerminalState, previous: str | None
-) -> list[UrlStatus]:
-    """The status to report for a URL of a continuous crawl now in ``state``: none if that is
-    the state reported before, else one that says which it replaces."""
-    if previous is None:
-        return [_terminal(entry, outcome, state)]
-    if state.value == previous:
-        return []
-    status = _terminal(entry, outcome, state)
-    return [msgspec.structs.replace(status, previous=TerminalState(previous))]
-
-
-def _terminal(entry: QueueEntry, outcome: Outcome, state: TerminalState) -> UrlStatus:
-    """The terminal status of ``entry`` (attempts already counted) ended by ``outcome``."""
-    return UrlStatus(
-        crawl_id=entry.crawl_id,
-        url=entry.url,
-        origin=outcome.origin,
-        state=state,
-        depth=entry.depth,
-        attempts=entry.attempts,
-        status=outcome.status,
-        last_error=outcome.error,
-        final_url=outcome.final_url,
-        updated_at=outcome.finished_at,
-        lastmod=entry.lastmod,
-    )
-
-
-# Seen value of a URL that ended at admission: _ENDED, source, state, reason (empty: none), depth.
-_ENDED = b"!"
-
-
-def _ended_mark(source: bytes, state: TerminalState, reason: str | None, depth: int) -> bytes:
-    if not source:
-        return str(depth).encode()  # no replays to recognise (the embedded crawl)
-    why = (reason or "").encode()
-    return b"\x00".join((_ENDED, source, state.value.encode(), why, b"%d" % depth))
-
-
-_QUEUED = b"?"  # seen value of a URL queued by a known event: _QUEUED, source, seq, depth
-
-
-def _queued_mark(source: bytes, seq: int, depth: int) -> bytes:
-    if not source:
-        return str(depth).encode()  # the embedded crawl commits atomically: no partial state
-    return b"\x00".join((_QUEUED, source, b"%d" % seq, b"%d" % depth))
-
-
-def _queued_by(seen: bytes, source: bytes) -> int | None:
-    """The seq at which event ``source`` queued the URL whose seen value is ``seen``."""
-    if not source or not seen.startswith(_QUEUED + b"\x00" + source + b"\x00"):
-        return None
-    return int(seen.split(b"\x00")[2])
-
-
-def _ended_at_admission(seen: bytes, source: bytes) -> tuple[TerminalState, str | None, int] | None:
-    """(state, reason, depth) if ``seen`` marks a URL ended at admission by event ``source``."""
-    if not source or not seen.startswith(_ENDED + b"\x00" + source + b"\x00"):
-        return None
-    _, _, state, reason, depth = seen.split(b"\x00")
-    return TerminalState(state.decode()), reason.decode() or None, int(depth)
-
-
-def _ended(
-    batch: FrontierBatch,
-    ref: UrlRef,
-    url: str,
-    state: TerminalState,
-    reason: str | None,
-    depth: int,
-    now: float,
-) -> UrlStatus:
-    """The status of ``url`` (canonical ``ref``) ended at admission. One ``robots_denied``
-    is the status its dispatch would have ended it with (``_terminal``): no request, so no
-    attempt, and the sitemap's lastmod, which a queue entry carries."""
-    denied = state is TerminalState.ROBOTS_DENIED
-    return UrlStatus(
-        crawl_id=batch.crawl_id,
-        url=url,
-        origin=batch.origin,
-        state=state,
-        depth=depth,
-        last_error=reason,
-        updated_at=now,
-        lastmod=ref.lastmod if denied else None,
     )

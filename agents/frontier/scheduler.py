@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from streamcrawl.agents.frontier import revisits
-from streamcrawl.agents.frontier.frontier import queued_entries, robots_unusable
+from streamcrawl.agents.frontier.frontier import robots_unusable
+from streamcrawl.agents.frontier.records import queued_entries
 from streamcrawl.agents.frontier.store import Changes, Store
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import RobotsRules

@@ -84,7 +84,7 @@ SEEN_CACHE = 32768  # seen marks (and META values) a RocksStore keeps in memory 
 _CACHED = frozenset({SEEN, META})  # small values read per link, per batch (the page budget)
 # Origin records and sealed queue segments: a few KB each, read several times per page (the
 # frontier's apply and admit, the scheduler's look at the queue head) and decoded by content
-# (``queue._decode_segment`` hashes the bytes, ``frontier.load_origin`` compares them): the very
+# (``queue._decode_segment`` hashes the bytes, ``records.load_origin`` compares them): the very
 # object written is served, so the hash is computed once and the comparison is by identity.
 RECORD_CACHE_BYTES = 8 << 20
 _RECORDS = frozenset({ORIGINS, SEGMENTS})

@@ -290,7 +290,7 @@ class FetchService(Service):
             await self._stages.session.close()
 
     def _seen(self, crawl_id: str, url: str) -> bool:
-        from streamcrawl.agents.frontier.frontier import seen_key
+        from streamcrawl.agents.frontier.records import seen_key
 
         return self.store.get(seen_key(crawl_id, url)) is not None
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from streamcrawl.agents.frontier.frontier import decode_origin
+from streamcrawl.agents.frontier.records import decode_origin
 from streamcrawl.agents.frontier.scheduler import Scheduler
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.stream.tables import partition_for

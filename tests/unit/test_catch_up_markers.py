@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from streamcrawl.agents.frontier.frontier import load_origin
+from streamcrawl.agents.frontier.records import load_origin
 from streamcrawl.agents.stream.frontier_agent import MARKER, FrontierAgent, Where
 from streamcrawl.agents.stream.tables import TableStore
 from tests.unit.test_frontier_batches import agent as batch_agent

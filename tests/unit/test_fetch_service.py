@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from streamcrawl.agents.frontier.frontier import Frontier, load_origin
+from streamcrawl.agents.frontier.frontier import Frontier
+from streamcrawl.agents.frontier.records import load_origin
 from streamcrawl.agents.frontier.scheduler import Dispatch
 from streamcrawl.agents.frontier.store import Changes
 from streamcrawl.agents.net.stages import Report

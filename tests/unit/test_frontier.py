@@ -13,12 +13,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from streamcrawl.agents.frontier.frontier import (
-    Frontier,
-    admitted_count,
-    load_origin,
-    queued_entries,
-)
+from streamcrawl.agents.frontier.frontier import Frontier
+from streamcrawl.agents.frontier.records import admitted_count, load_origin, queued_entries
 from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import (
     META,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from streamcrawl.agents.frontier.frontier import load_origin, origin_key, queued_entries
+from streamcrawl.agents.frontier.records import load_origin, origin_key, queued_entries
 from streamcrawl.agents.frontier.store import Value
 from streamcrawl.agents.stream.frontier_agent import MARKER, Enter, FrontierAgent, Where
 from streamcrawl.agents.stream.metrics import Metrics

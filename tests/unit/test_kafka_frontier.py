@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamcrawl.agents.frontier.frontier import load_origin
 from streamcrawl.agents.frontier.queue import entry_at
+from streamcrawl.agents.frontier.records import load_origin
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
 from streamcrawl.agents.stream.metrics import Metrics

@@ -8,13 +8,9 @@ from typing import Any
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from streamcrawl.agents.frontier.frontier import (
-    Frontier,
-    load_origin,
-    origin_key,
-    queued_entries,
-)
+from streamcrawl.agents.frontier.frontier import Frontier
 from streamcrawl.agents.frontier.queue import SEGMENT, segment_key
+from streamcrawl.agents.frontier.records import load_origin, origin_key, queued_entries
 from streamcrawl.agents.frontier.store import (
     META,
     ORIGINS,

@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 from bench.origin_memory import fetch_service
-from streamcrawl.agents.frontier.frontier import Frontier, load_origin
+from streamcrawl.agents.frontier.frontier import Frontier
+from streamcrawl.agents.frontier.records import load_origin
 from streamcrawl.agents.frontier.scheduler import TURN, Scheduler
 from streamcrawl.agents.frontier.store import ORIGINS, Changes
 from streamcrawl.agents.policy.rules import CrawlRules

@@ -11,8 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from streamcrawl.agents.frontier import frontier
-from streamcrawl.agents.frontier.frontier import Frontier, load_origin, origin_key, store_origin
+from streamcrawl.agents.frontier import records
+from streamcrawl.agents.frontier.frontier import Frontier
+from streamcrawl.agents.frontier.records import load_origin, origin_key, store_origin
 from streamcrawl.agents.frontier.store import Changes, MemoryStore
 from streamcrawl.agents.stream.frontier_agent import Where
 from streamcrawl.schemas.codec import decode, encode
@@ -79,7 +80,7 @@ def test_a_stored_record_read_back_is_not_decoded_and_stays_out_of_reach(
     # is served for those bytes (a copy), and what a caller changes never reaches it.
     calls = []
     monkeypatch.setattr(
-        frontier, "decode_origin", lambda raw: calls.append(raw) or _decode_state(raw)
+        records, "decode_origin", lambda raw: calls.append(raw) or _decode_state(raw)
     )
     store = MemoryStore()
     ch = Changes(store)

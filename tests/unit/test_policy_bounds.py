@@ -286,7 +286,7 @@ def test_a_refused_spec_of_a_new_crawl_leaves_it_unknown() -> None:
 async def test_the_frontier_agent_skips_a_hostile_batch_and_applies_the_next(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from streamcrawl.agents.frontier.frontier import load_origin
+    from streamcrawl.agents.frontier.records import load_origin
     from streamcrawl.agents.stream.frontier_agent import Where
     from streamcrawl.agents.stream.tables import partition_for
     from tests.kafka_agents import AgentsCrawl

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from streamcrawl.agents.frontier import queue
-from streamcrawl.agents.frontier.frontier import load_origin, origin_key, queued_entries
 from streamcrawl.agents.frontier.queue import segment_key
+from streamcrawl.agents.frontier.records import load_origin, origin_key, queued_entries
 from streamcrawl.agents.frontier.store import SEGMENTS, Changes, MemoryStore
 from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
 from streamcrawl.agents.stream.metrics import Metrics

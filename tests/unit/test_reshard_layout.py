@@ -8,8 +8,9 @@ from collections import Counter
 
 import pytest
 
-from streamcrawl.agents.frontier.frontier import Frontier, origin_key, seen_key
+from streamcrawl.agents.frontier.frontier import Frontier
 from streamcrawl.agents.frontier.queue import segment_key
+from streamcrawl.agents.frontier.records import origin_key, seen_key
 from streamcrawl.agents.frontier.store import Changes
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.counts import CrawlCounts, PartitionCounts, SlowOrigin

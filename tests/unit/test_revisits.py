@@ -13,10 +13,8 @@ import msgspec
 import pytest
 
 from streamcrawl.agents.frontier import revisits
-from streamcrawl.agents.frontier.frontier import (
-    Admission,
-    Applied,
-    Frontier,
+from streamcrawl.agents.frontier.frontier import Admission, Applied, Frontier
+from streamcrawl.agents.frontier.records import (
     admitted_count,
     load_origin,
     queued_entries,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from streamcrawl.agents.frontier.frontier import Frontier, load_origin
+from streamcrawl.agents.frontier.frontier import Frontier
+from streamcrawl.agents.frontier.records import load_origin
 from streamcrawl.agents.frontier.scheduler import Scheduler
 from streamcrawl.agents.frontier.store import Changes, MemoryStore
 from streamcrawl.agents.policy.rules import CrawlRules

@@ -21,14 +21,8 @@ import msgspec
 
 from streamcrawl.agents.content.listings import merge, seed_sitemaps
 from streamcrawl.agents.errors import ConfigError
-from streamcrawl.agents.frontier.frontier import (
-    Applied,
-    Frontier,
-    admitted_count,
-    decode_origin,
-    load_origin,
-    seen_key,
-)
+from streamcrawl.agents.frontier.frontier import Applied, Frontier
+from streamcrawl.agents.frontier.records import admitted_count, decode_origin, load_origin, seen_key
 from streamcrawl.agents.frontier.scheduler import Scheduler
 from streamcrawl.agents.frontier.store import META, ORIGINS, Changes, RocksStore, Store
 from streamcrawl.agents.net.dispatch import Dispatcher, Ended

@@ -25,7 +25,7 @@ divides ``n``, ``m / n`` when ``n`` divides ``m``. Only the origin's owner reads
 copies elsewhere are never read (their cost is docs/kubernetes.md's, "Partitions").
 
 A seen mark names the event that queued or ended it (``topic/partition@offset``, for the
-replay of a partly applied event, ``agents.frontier.frontier``); an event reshard copies to
+replay of a partly applied event, ``agents.frontier.statuses``); an event reshard copies to
 the new topics is renamed in it (``renamed``), so that replay still recognises it.
 """
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import msgspec
 
 from streamcrawl.agents.frontier import queue
-from streamcrawl.agents.frontier.frontier import decode_origin, seen_key
+from streamcrawl.agents.frontier.records import decode_origin, seen_key
 from streamcrawl.agents.frontier.store import (
     META,
     ORIGINS,
