@@ -80,7 +80,7 @@ def html_tree(package: str) -> Path:
 def serve(root: Path, workdir: Path) -> SiteSpec:
     """A one-origin site spec for ``root`` under ``workdir``: the tree linked in as the origin's
     directory, seeded at its index.html, every HTML file of the tree expected."""
-    from bench.kafka_runner import _free_port
+    from bench.kafka_topology import _free_port
 
     port = _free_port()
     site = workdir / "site"
@@ -131,7 +131,8 @@ def figures(spec: SiteSpec, log: Path, res: dict[str, Any]) -> dict[str, Any]:
 
 def kafka_run(spec: SiteSpec, rundir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One crawl by the Kafka topology: one worker, 12 partitions."""
-    from bench.kafka_runner import drain, measure, seed, start_topology
+    from bench.kafka_runner import drain, measure, seed
+    from bench.kafka_topology import start_topology
     from bench.server import Nginx
 
     rundir.mkdir(parents=True)

@@ -2,7 +2,7 @@
 keyspace, on the services its settings name (``STREAMCRAWL_*``, as the workers read them, with
 their credentials and TLS). Kept, they made every later run on the same services dearer: a
 session of runs left the shared broker 3,162 partitions, and the same code measured 5.27, 6.68
-and 8.94 ms/page within an hour as they grew. Run by ``bench.kafka_runner`` in the streamcrawl
+and 8.94 ms/page within an hour as they grew. Run by ``bench.kafka_topology`` in the streamcrawl
 venv once a run's workers stopped: ``python -m bench.drop_run_state``."""
 
 from __future__ import annotations

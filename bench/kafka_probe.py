@@ -1,7 +1,7 @@
 """Throughput/CPU probe of ONE Kafka worker (``streamcrawl worker``) on the generated test site.
 
-Runs the Kafka runner's steps (``bench.kafka_runner``: start, seed, drain, measure) with one
-worker on ``ORIGINS x PAGES`` pages served from a child process
+Runs the Kafka runner's steps (start: ``bench.kafka_topology``; seed, drain, measure:
+``bench.kafka_runner``) with one worker on ``ORIGINS x PAGES`` pages served from a child process
 (``tests.integration.site_process``) instead of the benchmark's nginx site, seeds every origin's
 ``/`` with ``--delay D --per-origin-concurrency N``, and prints the runner's figures plus what
 only the probe measures: the worker's idle CPU before the seed, its CPU seconds per page, and
@@ -50,17 +50,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from bench.kafka_runner import (
-    Drained,
-    Seeded,
-    Topology,
-    drain,
-    http_get,
-    idle_rates,
-    measure,
-    seed,
-    start_topology,
-)
+from bench.kafka_runner import Drained, Seeded, drain, measure, seed
+from bench.kafka_topology import Topology, http_get, idle_rates, start_topology
 
 if TYPE_CHECKING:
     from tests.integration.site_process import RemoteServer

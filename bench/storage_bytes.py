@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import server
-from bench.kafka_runner import drain, seed, start_topology
+from bench.kafka_runner import drain, seed
+from bench.kafka_topology import start_topology
 from bench.page_records import disk_bytes, topic_messages
 from bench.site import SiteSpec, generate
 

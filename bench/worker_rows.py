@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.cpu_split import less_idle, less_idle_cell
-from bench.kafka_runner import start_topology
+from bench.kafka_topology import start_topology
 from bench.measure import ServiceMeter
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bench import kafka_runner, runners
+from bench import kafka_topology, runners
 from bench.measure import ServiceMeter
 
 
@@ -18,15 +18,15 @@ def test_partitions_follow_origins(origins: int, partitions: int) -> None:
 
     spec = Spec()
     spec.origins = origins  # type: ignore[attr-defined]
-    assert kafka_runner.kafka_partitions(spec) == partitions  # type: ignore[arg-type]
+    assert kafka_topology.kafka_partitions(spec) == partitions  # type: ignore[arg-type]
 
 
 def test_service_env_without_services_is_not_run(monkeypatch, tmp_path) -> None:
     monkeypatch.delenv("STREAMCRAWL_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.delenv("STREAMCRAWL_CASSANDRA_HOSTS", raising=False)
-    monkeypatch.setattr(kafka_runner, "REPO", tmp_path)
+    monkeypatch.setattr(kafka_topology, "REPO", tmp_path)
     with pytest.raises(runners.NotRun):
-        kafka_runner._service_env()
+        kafka_topology._service_env()
 
 
 def test_service_env_reads_services_file(monkeypatch, tmp_path) -> None:
@@ -36,8 +36,8 @@ def test_service_env_reads_services_file(monkeypatch, tmp_path) -> None:
     (tmp_path / ".services" / "env").write_text(
         "export STREAMCRAWL_KAFKA_BOOTSTRAP=127.0.0.1:1\nexport STREAMCRAWL_CASSANDRA_HOSTS='h:2'\n"
     )
-    monkeypatch.setattr(kafka_runner, "REPO", tmp_path)
-    assert kafka_runner._service_env() == {
+    monkeypatch.setattr(kafka_topology, "REPO", tmp_path)
+    assert kafka_topology._service_env() == {
         "STREAMCRAWL_KAFKA_BOOTSTRAP": "127.0.0.1:1",
         "STREAMCRAWL_CASSANDRA_HOSTS": "h:2",
     }

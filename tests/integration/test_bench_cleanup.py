@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka.admin import NewTopic
 
-from bench import kafka_runner
+from bench import kafka_topology
 
 
 def test_drop_run_state_deletes_the_runs_topics_and_keyspace(
@@ -30,7 +30,7 @@ def test_drop_run_state_deletes_the_runs_topics_and_keyspace(
         "STREAMCRAWL_CASSANDRA_KEYSPACE": cassandra_keyspace,
     }
     try:
-        kafka_runner._drop_run_state(sys.executable, env)
+        kafka_topology._drop_run_state(sys.executable, env)
         deadline = time.monotonic() + 10  # a deleted topic may stay in metadata a moment
         while True:
             left = {t for t in kafka_admin.list_topics(timeout=30).topics if topic_prefix in t}
