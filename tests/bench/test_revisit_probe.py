@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from bench import kafka_probe
-from bench.kafka_probe import Fetch, Phases, Point, per_request, phases, revisit_report
+from bench import revisit_probe
+from bench.kafka_probe import Fetch
+from bench.revisit_probe import Phases, Point, per_request, phases, revisit_report
 
 A, B, ROBOTS = "http://o:1/", "http://o:1/p1", "http://o:1/robots.txt"
 
 
 def test_revisit_flags_are_fixed_without_jitter() -> None:
-    assert kafka_probe.revisit_flags(3) == [
+    assert revisit_probe.revisit_flags(3) == [
         *("--recrawl-mode", "fixed", "--recrawl-after", "3s", "--recrawl-min", "3s"),
         *("--recrawl-jitter", "0"),
     ]
@@ -20,7 +21,7 @@ def test_revisit_flags_are_fixed_without_jitter() -> None:
 
 def test_first_requests_are_the_earliest_and_skip_robots() -> None:
     requests = [(1.0, ROBOTS), (2.0, A), (3.0, B), (4.0, A)]
-    assert kafka_probe.first_requests(requests) == {A: 2.0, B: 3.0}
+    assert revisit_probe.first_requests(requests) == {A: 2.0, B: 3.0}
 
 
 def test_phases_split_first_fetches_from_revisits_by_window() -> None:
