@@ -40,15 +40,17 @@ def page_partitions(root: Path, partitions: int) -> list[tuple[int, frozenset[in
     from bench.site import SiteSpec
 
     spec = SiteSpec.load(root)
+    origins = [spec.origin(i) for i in range(spec.origins)]
+    partition = {o: key_hash(o.encode()) % partitions for o in origins}
     out = []
-    for port in spec.ports:
-        own = f"http://127.0.0.1:{port}"
+    for port, own in zip(spec.ports, origins, strict=True):
         for page in sorted((root / str(port)).rglob("*.html")):
             if "private" in page.parts:
                 continue
             linked = set(ABSOLUTE.findall(page.read_text())) - {own}
-            part = frozenset(key_hash(o.encode()) % partitions for o in linked)
-            out.append((key_hash(own.encode()) % partitions, part))
+            for o in linked - partition.keys():  # not one of the site's origins
+                partition[o] = key_hash(o.encode()) % partitions
+            out.append((partition[own], frozenset(partition[o] for o in linked)))
     return out
 
 
