@@ -120,6 +120,7 @@ class Drained:
     timed_out: bool = False
     stalled: bool = False
     worker_pages: list[int | None] = field(default_factory=list)  # per worker, at the end
+    worker_counts: dict[str, float] = field(default_factory=dict)  # summed over the workers
 
 
 def drain(
@@ -194,6 +195,7 @@ def measure(topo: Topology, seeded: Seeded, drained: Drained, *, rss_samples: bo
             "partitions": topo.partitions,
             "workers": len(topo.procs),
             "worker_pages": drained.worker_pages,
+            "worker_counts": drained.worker_counts,
             "worker_cpu_s": drained.snap.worker_cpu_s,
             "states": drained.states,
             "stalled": drained.stalled,
@@ -242,7 +244,7 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
             timeout=ctx.timeout,
             access_log=ctx.extra.get("access_log"),
         )
-        drained.worker_pages = worker_pages(topo)
+        drained.worker_pages, drained.worker_counts = worker_pages(topo)
     result = measure(topo, seeded, drained, rss_samples=bool(ctx.max_pages))
     if rates is not None:
         result["idle_rates"] = rates

@@ -246,27 +246,54 @@ def _worker_file(profile: Path, n: int) -> Path:
     return profile.with_name(f"{profile.name}.w{n}")
 
 
-def worker_pages(topo: Topology) -> list[int | None]:
-    """Pages each worker fetched (its ``streamcrawl_fetch_pages`` counter; None: no answer).
-    Each worker's whole ``/metrics`` goes to ``logs/metrics-wN.txt`` (messages sent per topic,
-    batch sizes...)."""
-    counts: list[int | None] = []
+def worker_pages(topo: Topology) -> tuple[list[int | None], dict[str, float]]:
+    """Pages each worker fetched (its ``streamcrawl_fetch_pages`` counter; None: no answer),
+    and what all of them counted (``worker_counts``). Each worker's whole ``/metrics`` goes
+    to ``logs/metrics-wN.txt``."""
+    pages: list[int | None] = []
+    bodies: list[str] = []
     for i, port in enumerate(topo.ports):
         status, body = http_get(port, "/metrics")
         (topo.logs / f"metrics-w{i + 1}.txt").write_text(body)
         if status != 200:
-            counts.append(None)
+            pages.append(None)
             continue
-        counts.append(
-            int(
-                sum(
-                    float(line.rsplit(" ", 1)[1])
-                    for line in body.splitlines()
-                    if line.startswith("streamcrawl_fetch_pages_total{")
-                )
-            )
-        )
+        bodies.append(body)
+        pages.append(int(metric_sum(body, "streamcrawl_fetch_pages_total")))
+    return pages, worker_counts(bodies)
+
+
+# What a run's workers counted, summed over them: the Kafka messages they sent by topic
+# (``sent.<topic>``), and the frontier agent's batches and events and the sink's writes, which
+# grow with the workers rather than the pages when a crawl is not saturated
+# (docs/performance.md, "What a second worker costs").
+COUNTED = {
+    "frontier_batches": "streamcrawl_frontier_batch_events_count",
+    "frontier_events": "streamcrawl_frontier_batch_events_sum",
+    "sink_writes": "streamcrawl_sink_write_latency_seconds_count",
+}
+_SENT = "streamcrawl_kafka_messages_sent_total{"
+
+
+def worker_counts(bodies: list[str]) -> dict[str, float]:
+    """``COUNTED`` and the messages sent by topic, summed over the ``/metrics`` texts."""
+    counts = {name: sum(metric_sum(b, metric) for b in bodies) for name, metric in COUNTED.items()}
+    for body in bodies:
+        for line in body.splitlines():
+            if line.startswith(_SENT):
+                labels, _, value = line[len(_SENT) :].rpartition("} ")
+                topic = labels.partition('topic="')[2].partition('"')[0]
+                counts[f"sent.{topic}"] = counts.get(f"sent.{topic}", 0.0) + float(value)
     return counts
+
+
+def metric_sum(body: str, name: str) -> float:
+    """The sum of the samples of ``name`` (with any labels) in a ``/metrics`` text."""
+    total = 0.0
+    for line in body.splitlines():
+        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def _wait_ready(topo: Topology, deadline: float, t_start: float) -> None:

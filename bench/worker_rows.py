@@ -247,7 +247,9 @@ def politeness_rows(
     """The politeness-bound row ``runs`` times: each run's figures and their medians; with
     ``profile``, every worker of each run under ``py-spy record`` (``profile`` + run number,
     then ``.wN`` for worker N > 1). Each run's figures include ``worker_pages`` and
-    ``worker_cpu_s``: the pages each worker fetched and its CPU-seconds."""
+    ``worker_cpu_s``: the pages each worker fetched and its CPU-seconds; ``per_page``: the
+    messages the workers sent by topic, their frontier batches and events and sink writes, per
+    page."""
     from bench import suite
 
     spec_s, _, delay_s = size.partition("@")
@@ -279,6 +281,7 @@ def politeness_rows(
             other_cpu_s=r.get("other_cpu_s"),
             worker_pages=(r.get("self_report") or {}).get("worker_pages"),
             worker_cpu_s=(r.get("self_report") or {}).get("worker_cpu_s"),
+            per_page=per_page((r.get("self_report") or {}).get("worker_counts"), r.get("pages")),
             **sched,
         )
         print(json.dumps(out, default=str), flush=True)
@@ -291,6 +294,13 @@ def politeness_rows(
     wire_gaps = [r["wire_min_gap"] for r in ok if r["wire_min_gap"] is not None]
     med["wire_min_gap"] = min(wire_gaps) if wire_gaps else None  # the smallest of every run
     return {"site": size, "workers": workers, "runs": results, "median": med}
+
+
+def per_page(counts: dict[str, float] | None, pages: int | None) -> dict[str, float] | None:
+    """The workers' counts (``bench.kafka_topology.worker_counts``) per page, 3 decimals."""
+    if not counts or not pages:
+        return None
+    return {k: round(v / pages, 3) for k, v in sorted(counts.items())}
 
 
 def main() -> None:
