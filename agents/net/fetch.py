@@ -16,14 +16,14 @@
 - No other exception escapes, except what ``hop_check`` itself raises (a caller bug must not
   pass for a network error) and ``asyncio.CancelledError``.
 
-Bodies are read raw (``auto_decompress=False``) and decoded here, so that the cap applies to the
-DECODED size and a decompression bomb costs at most ``max_body`` bytes of memory.
+Bodies are read raw (``auto_decompress=False``) and decoded by ``agents.net.response``, so
+that the cap applies to the DECODED size and a decompression bomb costs at most ``max_body``
+bytes of memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -33,11 +33,21 @@ from typing import Final
 import aiohttp
 import msgspec
 
-from streamcrawl.agents.content.charset import BodyTooLarge, Decoder, decode_html
+from streamcrawl.agents.content.charset import BodyTooLarge
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
 from streamcrawl.agents.net.capture import Recorder, record_rest
 from streamcrawl.agents.net.guard import AddressGuard, GuardedConnector, blocked_error
 from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
+from streamcrawl.agents.net.response import (
+    TEXT_TYPES,
+    decode_text,
+    error_class_of,
+    join_headers,
+    looks_like_html,
+    parse_content_type,
+    raise_for_status,
+    read_body,
+)
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
@@ -45,13 +55,8 @@ log = logging.getLogger(__name__)
 ACCEPT: Final = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 # No zstd: the zstandard decompressobj has no output limit, so it is not bomb-safe.
 ACCEPT_ENCODING: Final = "gzip, deflate, br"
-READ_CHUNK: Final = 64 * 1024
 # Real sites send cookies and CSP headers longer than aiohttp's 8 KiB default.
 MAX_HEADER_FIELD: Final = 32 * 1024
-# Where we sniff a body that came without a Content-Type (WHATWG MIME sniffing reads 512 bytes).
-_SNIFF_BYTES: Final = 512
-_HTML_SIGNATURES: Final = (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<meta")
-_TEXT_TYPES: Final = ("text/", "application/xhtml+xml", "application/xml")
 
 _ERROR_CHARS: Final = 500  # an exception's repr can hold a whole response header
 
@@ -194,113 +199,6 @@ def make_session(
     )
 
 
-def parse_content_type(value: str | None) -> tuple[str | None, str | None]:
-    """``"Text/HTML; charset=UTF-8"`` -> ``("text/html", "UTF-8")``; missing parts are None."""
-    if not value:
-        return None, None
-    media, _, params = value.partition(";")
-    charset = None
-    for param in params.split(";"):
-        key, _, val = param.partition("=")
-        if key.strip().lower() == "charset":
-            charset = val.strip().strip("\"'") or None
-    return media.strip().lower() or None, charset
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After value: delta-seconds or an HTTP-date; None if invalid."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT; obsolete formats may lack a zone
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def join_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """Lower-case header names; values of repeated headers (a multidict) joined with ", "."""
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        key = name.lower()
-        out[key] = f"{out[key]}, {value}" if key in out else value
-    return out
-
-
-def looks_like_html(prefix: bytes) -> bool:
-    """WHATWG-style sniff: does the body start (after whitespace/BOM) with an HTML tag?"""
-    head = prefix[:_SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n\x0c").lower()
-    return head.startswith(_HTML_SIGNATURES) or head.startswith(b"<!--")
-
-
-async def read_body(
-    resp: aiohttp.ClientResponse,
-    cap: int,
-    *,
-    truncate: bool = False,
-    raw_parts: list[bytes] | None = None,
-) -> bytes:
-    """Read and decode ``resp``'s body; ``BodyTooLarge`` once raw or decoded size passes ``cap``.
-
-    With ``truncate`` (the robots fetch) the first ``cap`` decoded bytes are returned instead
-    and the rest is not downloaded. ``raw_parts`` (a WARC capture) gets every chunk as it came
-    off the connection, before decoding: nothing is read twice.
-    """
-    decoder = Decoder(resp.headers.get("Content-Encoding"), cap, truncate=truncate)
-    parts: list[bytes] = []
-    raw = 0
-    async for chunk in resp.content.iter_chunked(READ_CHUNK):
-        if raw_parts is not None:
-            raw_parts.append(chunk)
-        raw += len(chunk)
-        if raw > cap and not truncate:
-            raise BodyTooLarge
-        parts.append(decoder.feed(chunk))
-        if decoder.full:
-            resp.close()  # the rest is of no use: do not download it
-            return b"".join(parts)
-    parts.append(decoder.flush())
-    return b"".join(parts)
-
-
-_RETRYABLE_STATUS = {408: ErrorClass.HTTP_408, 429: ErrorClass.HTTP_429}
-
-
-def _raise_for_status(resp: aiohttp.ClientResponse, url: str) -> None:
-    status = resp.status
-    if status == 408 or status == 429 or 500 <= status <= 599:
-        retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-        raise FetchRetryable(
-            f"HTTP {status} from {url}; retry later",
-            error_class=_RETRYABLE_STATUS.get(status, ErrorClass.HTTP_5XX),
-            status=status,
-            retry_after=retry_after,
-        )
-    if 400 <= status <= 499:
-        raise FetchPermanent(
-            f"HTTP {status} from {url}", error_class=ErrorClass.HTTP_4XX, status=status
-        )
-
-
-def _error_class(exc: BaseException) -> ErrorClass:
-    if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError family
-        return ErrorClass.TIMEOUT
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return ErrorClass.DNS
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return ErrorClass.CONNECT
-    if isinstance(exc, aiohttp.ServerDisconnectedError | ConnectionResetError):
-        return ErrorClass.RESET
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return ErrorClass.PAYLOAD
-    return ErrorClass.NETWORK
-
-
 async def fetch(
     session: aiohttp.ClientSession,
     url: str,
@@ -344,7 +242,7 @@ async def fetch(
         blocked = blocked_error(exc)
         if blocked is not None:
             raise blocked from exc
-        error_class = _error_class(exc)
+        error_class = error_class_of(exc)
         log.debug("fetch %s failed: %s (%r)", url, error_class, exc)
         raise FetchRetryable(
             f"{error_class} fetching {url}: {exc!r}"[:_ERROR_CHARS], error_class=error_class
@@ -440,7 +338,7 @@ async def _fetch(
                 continue
             if recorder is not None and resp.status >= 400:
                 await record_rest(resp, recorder, policy.max_body)  # an error page is archived
-            _raise_for_status(resp, current)
+            raise_for_status(resp, current)
             return await _read_result(resp, policy, result, recorder)
 
 
@@ -483,16 +381,6 @@ async def _read_result(
             return result(resp, stopped="skipped_content_type")
         media_type = "text/html"
     text = charset = None
-    if media_type.startswith(_TEXT_TYPES) or media_type.endswith("+xml"):
-        text, charset = await _decode(body, header_charset)
+    if media_type.startswith(TEXT_TYPES) or media_type.endswith("+xml"):
+        text, charset = await decode_text(body, header_charset)
     return result(resp, content_type=media_type, charset=charset, body=body, text=text)
-
-
-# Decoding a multi-megabyte body takes milliseconds; off the loop it cannot stall other fetches.
-_DECODE_IN_THREAD: Final = 512 * 1024
-
-
-async def _decode(body: bytes, header_charset: str | None) -> tuple[str, str]:
-    if len(body) < _DECODE_IN_THREAD:
-        return decode_html(body, header_charset)
-    return await asyncio.to_thread(decode_html, body, header_charset)

@@ -13,15 +13,10 @@ import time
 import aiohttp
 
 from streamcrawl.agents.net.capture import Recorder, record_rest
-from streamcrawl.agents.net.fetch import (
-    SentAt,
-    client_timeout,
-    hop,
-    read_body,
-    request_headers,
-)
+from streamcrawl.agents.net.fetch import SentAt, client_timeout, hop, request_headers
 from streamcrawl.agents.net.guard import blocked_error
 from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
+from streamcrawl.agents.net.response import read_body
 from streamcrawl.agents.robots.rules import (
     ROBOTS_BLOCKED,
     ROBOTS_MAX_BYTES,

@@ -15,15 +15,8 @@ from multidict import CIMultiDict
 
 from streamcrawl.agents.content.charset import BodyTooLarge, Decoder, decode_html, normalize_charset
 from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
-from streamcrawl.agents.net.fetch import (
-    FetchResult,
-    HopCheck,
-    fetch,
-    join_headers,
-    make_session,
-    parse_content_type,
-    parse_retry_after,
-)
+from streamcrawl.agents.net.fetch import FetchResult, HopCheck, fetch, make_session
+from streamcrawl.agents.net.response import join_headers, parse_content_type, parse_retry_after
 from streamcrawl.schemas.records import CrawlPolicy
 from tests.httpserver import (
     LOOPBACK_GUARD,
