@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterable
 from publicsuffixlist import PublicSuffixList
 
 from streamcrawl.agents.errors import ConfigError, InvalidURL
-from streamcrawl.agents.urls.canonical import CanonicalOptions, canonical_host, canonicalize
+from streamcrawl.agents.urls.canonical import CanonicalOptions, canonicalize
+from streamcrawl.agents.urls.host import canonical_host
 from streamcrawl.agents.urls.patterns import UrlPattern, compile_patterns
 from streamcrawl.agents.urls.traps import calendar_out_of_range, session_in_path
 from streamcrawl.schemas.records import CrawlPolicy
