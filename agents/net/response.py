@@ -106,6 +106,8 @@ _RETRYABLE_STATUS = {408: ErrorClass.HTTP_408, 429: ErrorClass.HTTP_429}
 
 
 def raise_for_status(resp: aiohttp.ClientResponse, url: str) -> None:
+    """``FetchRetryable`` for 408, 429 and 5xx (with Retry-After), ``FetchPermanent`` for
+    other 4xx; nothing for the rest."""
     status = resp.status
     if status == 408 or status == 429 or 500 <= status <= 599:
         retry_after = parse_retry_after(resp.headers.get("Retry-After"))
@@ -122,6 +124,7 @@ def raise_for_status(resp: aiohttp.ClientResponse, url: str) -> None:
 
 
 def error_class_of(exc: BaseException) -> ErrorClass:
+    """The class of a network error that ended a request (a timeout, DNS, connect...)."""
     if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError family
         return ErrorClass.TIMEOUT
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
@@ -140,6 +143,7 @@ _DECODE_IN_THREAD: Final = 512 * 1024
 
 
 async def decode_text(body: bytes, header_charset: str | None) -> tuple[str, str]:
+    """``body`` as text and the codec used (``decode_html``), off the loop when large."""
     if len(body) < _DECODE_IN_THREAD:
         return decode_html(body, header_charset)
     return await asyncio.to_thread(decode_html, body, header_charset)
