@@ -41,6 +41,8 @@ concurrent_counter_writes: 2
 concurrent_materialized_view_writes: 2
 concurrent_compactors: 1
 memtable_flush_writers: 1
+batch_size_warn_threshold: 40KiB
+unlogged_batch_across_partitions_warn_threshold: 50
 EOF
     cat >"$dir/logback.xml" <<EOF
 <configuration scan="false">

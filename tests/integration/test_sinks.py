@@ -18,8 +18,13 @@ from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl.agents.errors import CrawlError, SinkBackpressure
 from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
-from streamcrawl.agents.sinks.cassandra.driver import connect, create_schema, schema_statements
-from streamcrawl.agents.sinks.cassandra.pack import BATCH_BYTES, MAX_PARTITIONS
+from streamcrawl.agents.sinks.cassandra.driver import (
+    batch_bounds,
+    connect,
+    create_schema,
+    schema_statements,
+)
+from streamcrawl.agents.sinks.cassandra.pack import DEFAULT_BOUNDS, SETTINGS, Bounds, node_bounds
 from streamcrawl.agents.sinks.cassandra.sink import CassandraSink
 from streamcrawl.agents.sinks.contract import Sink, Version, url_hash, version_of
 from streamcrawl.agents.sinks.memory import MemorySink
@@ -315,8 +320,9 @@ async def test_retries_then_backpressure_never_drops(monkeypatch: pytest.MonkeyP
         calls.append(len(group))
         return [(False, OperationTimedOut("slow")) for _ in group]
 
-    # Each state too big to share a request (pack.BATCH_BYTES): two requests.
-    error = "x" * BATCH_BYTES
+    # Each state too big to share a request (the sink's bounds before ``start``: the
+    # defaults): two requests.
+    error = "x" * DEFAULT_BOUNDS.nbytes
     states = [
         status("c", f"https://example.org/{i}", TerminalState.FAILED, last_error=error)
         for i in range(2)
@@ -347,14 +353,26 @@ async def test_few_requests_in_unlogged_batches_within_cassandras_warning_bounds
 ) -> None:
     settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)
     create_schema(settings.cassandra_config())
+    cluster, session = connect(settings.cassandra_config())
+    try:  # what the node says, read apart from the sink
+        rows = session.execute(
+            f"SELECT name, value FROM system_views.settings WHERE name IN {SETTINGS}"
+        )
+        told = node_bounds({row.name: row.value for row in rows})[0]
+    finally:
+        cluster.shutdown()
     sink = CassandraSink(settings.cassandra_config())
     await sink.start()
+    assert sink.bounds == told  # the cluster's warnings, not the defaults
     groups: list[list[tuple[object, object]]] = []
+    results: list[tuple[bool, Any]] = []
     execute = sink._execute
 
     async def counting(calls: list[tuple[object, object]]) -> list[tuple[bool, object]]:
         groups.append(calls)
-        return await execute(calls)
+        found = await execute(calls)
+        results.extend(found)
+        return found
 
     monkeypatch.setattr(sink, "_execute", counting)
     tables = {sink._prepared[name].query_id: name for name in ("page", "status", "origin")}
@@ -362,13 +380,15 @@ async def test_few_requests_in_unlogged_batches_within_cassandras_warning_bounds
     try:
         pages = [page(crawl_id, f"https://example.org/s/{i}", links=links) for i in range(300)]
         statuses = [status(crawl_id, p.url, TerminalState.FETCHED) for p in pages]
-        out = [status(crawl_id, f"https://x.example/{i}", TerminalState.OUT_OF_SCOPE,
-                      origin="https://x.example") for i in range(100)]  # fmt: skip
+        out = [status(crawl_id, f"https://x{i}.example/{i}", TerminalState.OUT_OF_SCOPE,
+                      origin=f"https://x{i}.example") for i in range(100)]  # fmt: skip
         await sink.write(pages, statuses + out)
         assert len(groups) == 1  # one group: one event-loop wake-up for the whole write
         requests = groups[0]
-        assert len(requests) <= len(pages) + 10  # about one per page: the states ride along
-        rows = 0
+        # pages a batch holds (each its own partition)
+        per_request = max(min(told.nbytes // sink._page_row(pages[0])[2], told.partitions), 1)
+        assert len(requests) <= len(pages) // per_request + 12  # the states ride along
+        rows, biggest = 0, 0
         for call, _paging in requests:
             if not isinstance(call, BatchStatement):
                 rows += 1
@@ -380,16 +400,46 @@ async def test_few_requests_in_unlogged_batches_within_cassandras_warning_bounds
             # (crawl_id, origin, bucket) in url_status: the first values of each row
             width = {"page": 2, "origin": 1, "status": 3}
             keys = {(tables[q], *v[: width[tables[q]]]) for _p, q, v in entries}
-            assert len(keys) <= MAX_PARTITIONS, keys
-            assert sum(1 for _p, q, _v in entries if tables[q] == "page") <= 1  # ~3 KB each
-        assert rows == len(pages) + len(statuses) + len(out) + 2  # + the crawl's 2 origins
+            assert len(keys) <= told.partitions, keys
+            biggest = max(biggest, sum(1 for _p, q, _v in entries if tables[q] == "page"))
+        assert biggest == per_request  # as many pages a request as the bound lets in
+        assert rows == len(pages) + len(statuses) + len(out) + 101  # + the crawl's origins
+        # No node warned of a batch (the driver hides server warnings from the log).
+        assert [rs.response_future.warnings for ok, rs in results if ok] == [None] * len(results)
         assert (await sink.counts(crawl_id))[crawl_id]["fetched"] == 300
         assert (await sink.get_page(crawl_id, pages[7].url)) == pages[7]
         groups.clear()
-        await sink.write([], statuses)  # origins already written: no crawl_origins statement
-        assert len(groups[0]) <= len(statuses) // 8  # states alone: 9 or 10 per request
+        await sink.write([], out)  # origins already written: no crawl_origins statement
+        # 100 partitions: as many a request as the bounds let in
+        per_state = min(told.nbytes // max(r[2] for r in sink._status_rows(out)), told.partitions)
+        assert -(-100 // told.partitions) <= len(groups[0]) <= -(-100 // per_state)
     finally:
         await sink.stop()
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+def test_batch_bounds_are_the_lowest_any_node_allows(
+    cassandra_hosts: str, cassandra_keyspace: str
+) -> None:
+    settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)
+    cluster, session = connect(settings.cassandra_config())
+    try:
+        bounds, said = batch_bounds(cluster, session)
+        up = [h for h in cluster.metadata.all_hosts() if h.is_up]
+        assert said.count("warns over") == len(up) >= 1, said
+
+        class Refusing:  # a node that may not read system_views, or an older Cassandra
+            def execute(self, *_args: object, **_kw: object) -> object:
+                raise PermissionError("unauthorized")
+
+        assert batch_bounds(cluster, Refusing()) == (
+            DEFAULT_BOUNDS,
+            "; ".join(f"{h.endpoint}: not read (PermissionError), the defaults" for h in up),
+        )  # fmt: skip
+    finally:
+        cluster.shutdown()
+    assert isinstance(bounds, Bounds) and bounds.partitions >= 1 and bounds.nbytes >= 1
 
 
 class _Prepared:

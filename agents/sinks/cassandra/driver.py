@@ -30,6 +30,13 @@ from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
+from streamcrawl.agents.sinks.cassandra.pack import (
+    DEFAULT_BOUNDS,
+    SETTINGS,
+    Bounds,
+    lowest,
+    node_bounds,
+)
 from streamcrawl.agents.sinks.cassandra.replication import RingCheck
 from streamcrawl.agents.sinks.cassandra.security import explain, ssl_context
 
@@ -109,6 +116,30 @@ class _Group:
     def _settle(self) -> None:
         if not self.done.done():  # the awaiting task may have been cancelled
             self.done.set_result(self.results)
+
+
+_THRESHOLDS = f"SELECT name, value FROM system_views.settings WHERE name IN {tuple(SETTINGS)}"
+
+
+def batch_bounds(cluster: Cluster, session: Any) -> tuple[Bounds, str]:
+    """The bounds of the sink's batches on this cluster (blocking): the lowest of
+    ``pack.node_bounds`` over the nodes that are up, since any node may coordinate a batch.
+    Each node answers from ``system_views.settings`` (Cassandra >= 4.0); one that cannot (an
+    older Cassandra, a role that may not read ``system_views``, a timeout) counts with
+    Cassandra's defaults. Also returns what each node said, for the log."""
+    found: list[Bounds] = []
+    said: list[str] = []
+    for host in cluster.metadata.all_hosts():
+        if not host.is_up:
+            continue
+        try:
+            rows = session.execute(_THRESHOLDS, host=host, timeout=CONNECT_TIMEOUT_S)
+            bounds, text = node_bounds({row.name: row.value for row in rows})
+        except Exception as exc:  # any failure: the defaults, said in the log
+            bounds, text = DEFAULT_BOUNDS, f"not read ({type(exc).__name__}), the defaults"
+        found.append(bounds)
+        said.append(f"{host.endpoint}: {text}")
+    return lowest(found), "; ".join(said) or "no node up: the defaults"
 
 
 def quiet_driver_logs() -> None:

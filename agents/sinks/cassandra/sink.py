@@ -4,10 +4,11 @@ Every write carries ``USING TIMESTAMP`` = the record's own time in microseconds 
 ``schemas/cassandra.cql``), so replaying a topic from any offset leaves the same rows and a
 later fetch wins over an earlier one in any arrival order.
 
-A write of pages and states costs about one request per page: the rows go in small unlogged
-batches (``pack.py``: at most 10 partitions and 4 KiB, Cassandra's warning
-bounds), a page row first and the small rows (URL states, a crawl's origins not yet written by
-this sink) in the room it leaves; a row too big for a batch is a request of its own. All run
+The rows of a write go in unlogged batches within the cluster's batch warnings, read at
+``start`` (``pack.py``: with Cassandra's defaults, at most 10 partitions and 4 KiB, about one
+request per page; raised for a crawl, ~10 pages a request), page rows first and the small rows
+(URL states, a crawl's origins not yet written by this sink) in the room they leave; a row too
+big for a batch is a request of its own. All run
 at once (at most ``CassandraConfig.concurrency`` in flight) with one event-loop wake-up for the
 whole group (``driver.py``). Failed requests are retried with exponential backoff
 on timeouts and unavailability; if Cassandra still refuses, ``write`` raises
@@ -46,11 +47,12 @@ from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
 from streamcrawl.agents.sinks.cassandra.driver import (
     Call,
     Result,
+    batch_bounds,
     connect,
     execute_many,
     write_level,
 )
-from streamcrawl.agents.sinks.cassandra.pack import Group, Row, pack
+from streamcrawl.agents.sinks.cassandra.pack import DEFAULT_BOUNDS, Bounds, Group, Row, pack
 from streamcrawl.agents.sinks.contract import (
     FIRST_WINS_BASE,
     ORIGIN_BUCKETS,
@@ -142,6 +144,8 @@ class CassandraSink:
         self._session: Any = None
         self._prepared: dict[str, Any] = {}
         self._known_origins: dict[tuple[str, str], None] = {}  # insertion-ordered, bounded
+        self.bounds: Bounds = DEFAULT_BOUNDS
+        """What a batch may hold: the cluster's batch warnings as ``start`` read them."""
 
     async def start(self) -> None:
         """Connect and prepare the statements.
@@ -165,6 +169,11 @@ class CassandraSink:
                 "--cassandra-keyspace)"
             )
         self._prepared = await asyncio.to_thread(self._prepare)
+        self.bounds, said = await asyncio.to_thread(batch_bounds, cluster, self._session)
+        log.info(
+            "Cassandra sink: batches of at most %d partitions and %d bytes (%s)",
+            self.bounds.partitions, self.bounds.nbytes, said,
+        )  # fmt: skip
 
     def _prepare(self) -> dict[str, Any]:
         """Every statement, prepared; the writes at the config's write level (the reads run at
@@ -207,7 +216,7 @@ class CassandraSink:
         small += [
             ("origin", key, 2 * _CELL + len(key[0]) + len(key[1]), key[:1]) for key in new_origins
         ]
-        await self._all([self._call(group) for group in pack(rows, small)])
+        await self._all([self._call(group) for group in pack(rows, small, self.bounds)])
         for key in new_origins:  # only once written: a failed write is retried whole
             self._known_origins[key] = None
         while len(self._known_origins) > KNOWN_ORIGINS:
