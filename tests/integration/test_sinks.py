@@ -419,7 +419,7 @@ async def test_few_requests_in_unlogged_batches_within_cassandras_warning_bounds
 
 @pytest.mark.cassandra
 @pytest.mark.integration
-def test_batch_bounds_are_the_lowest_any_node_allows(
+def test_batch_bounds_ask_every_node_up_and_fall_back_to_the_defaults(
     cassandra_hosts: str, cassandra_keyspace: str
 ) -> None:
     settings = load_settings(cassandra_hosts=cassandra_hosts, cassandra_keyspace=cassandra_keyspace)

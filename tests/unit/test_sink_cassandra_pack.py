@@ -128,8 +128,8 @@ def test_batch_bounds_asks_each_node_that_is_up_and_keeps_the_lowest() -> None:
     bounds, said = batch_bounds(cluster, _Session())
     assert bounds == Bounds(20, 32768)
     assert (
-        said
-        == "a:9042: warns over 40 KiB or 50 partitions; b:9042: warns over 40 KiB or 20 partitions"
+        said == "a:9042: warns over 40 KiB or 50 partitions, refuses over 50 KiB; "
+        "b:9042: warns over 40 KiB or 20 partitions, refuses over 50 KiB"
     )
     hosts.append(_Host("d:9042", True, None))  # up, but cannot say: Cassandra's defaults
     assert batch_bounds(cluster, _Session())[0] == DEFAULT_BOUNDS

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 SHARE: Final = 0.8  # of the byte threshold: the estimate's margin (it is generous, not exact)
-MAX_PARTITIONS: Final = 50  # a batch's partitions at most: where the sink and Cassandra cost least
+MAX_PARTITIONS: Final = 50  # a batch's partitions at most (25 to 100 cost the same: sink_batches)
 
 Row = tuple[str, tuple[Any, ...], int, Hashable]  # name, values, estimated bytes, partition
 Group = list[tuple[str, tuple[Any, ...]]]  # (name, values) of one request
@@ -61,9 +61,10 @@ def node_bounds(settings: Mapping[str, str]) -> tuple[Bounds, str]:
     or unreadable, or 0 or less, counts as Cassandra's default (5 KiB, 50 KiB, 10). Also
     returns the thresholds taken, for the log."""
     warn, fail, parts = (_positive(settings.get(name)) for name in SETTINGS)
-    kib = min(warn or 5.0, fail or 50.0)
-    partitions = min(int(parts or DEFAULT_BOUNDS.partitions), MAX_PARTITIONS)
-    text = f"warns over {kib:g} KiB or {parts or DEFAULT_BOUNDS.partitions:g} partitions"
+    warn, fail, parts = warn or 5.0, fail or 50.0, parts or float(DEFAULT_BOUNDS.partitions)
+    kib = min(warn, fail)
+    partitions = min(int(parts), MAX_PARTITIONS)
+    text = f"warns over {warn:g} KiB or {parts:g} partitions, refuses over {fail:g} KiB"
     return Bounds(max(partitions, 1), max(int(kib * 1024 * SHARE), 1)), text
 
 
