@@ -5,7 +5,7 @@ terminal states a page: its own ``fetched`` and a robots.txt-denied URL of anoth
 three pages in four) through ``CassandraSink.write`` in writes of ``--per-write`` pages, as the
 worker's sink does, once per bound given (``PARTITIONS:BYTES``, interleaved over ``--rounds``),
 and prints per bound the medians of this process's CPU per page (the event loop's and the
-driver's thread), Cassandra's CPU per page (its process, from ``/proc``, when
+driver's thread), Cassandra's CPU per page (its process, by psutil, when
 ``--cassandra-pid`` names it) and the requests per page. The bounds are forced, not read from
 the cluster: a bound over the cluster's warnings makes every node log each batch.
 
@@ -25,6 +25,8 @@ import statistics
 import time
 from pathlib import Path
 
+import psutil
+
 from streamcrawl.agents.sinks.cassandra import pack
 from streamcrawl.agents.sinks.cassandra.config import CassandraConfig
 from streamcrawl.agents.sinks.cassandra.driver import create_schema
@@ -36,12 +38,13 @@ LINKS = 28
 DENIED = 0.75  # robots.txt-denied URLs of other origins per page (the many-origins row's)
 
 
-def records(n: int, seed: int = 0) -> tuple[list[Page], list[UrlStatus]]:
-    """``n`` pages of the many-origins shape and their terminal states, in crawl order."""
+def records(n: int, seed: int = 0) -> tuple[list[Page], list[list[UrlStatus]]]:
+    """``n`` pages of the many-origins shape and, page by page, the terminal states each
+    brought (its own, and a denied URL of another origin for three pages in four)."""
     rnd = random.Random(seed)
     now = time.time()
     pages: list[Page] = []
-    states: list[UrlStatus] = []
+    states: list[list[UrlStatus]] = []
     for i in range(n):
         origin = f"http://127.0.0.1:{25000 + rnd.randrange(ORIGINS)}"
         url = f"{origin}/p/{i}.html"
@@ -58,32 +61,29 @@ def records(n: int, seed: int = 0) -> tuple[list[Page], list[UrlStatus]]:
                 body_bytes=3000, outlinks=LINKS, links=links, links_total=LINKS,
             )
         )  # fmt: skip
-        states.append(
+        ended = [
             UrlStatus(crawl_id="sink-batches", url=url, origin=origin, status=200, depth=1,
                       state=TerminalState.FETCHED, updated_at=now)
-        )  # fmt: skip
+        ]  # fmt: skip
+        states.append(ended)
         if rnd.random() < DENIED:
             other = f"http://127.0.0.1:{25000 + rnd.randrange(ORIGINS)}"
-            states.append(
+            ended.append(
                 UrlStatus(crawl_id="sink-batches", url=f"{other}/private/{i}.html", depth=2,
                           origin=other, state=TerminalState.ROBOTS_DENIED, updated_at=now)
             )  # fmt: skip
     return pages, states
 
 
-def _proc_cpu(pid: int | None) -> float:
-    """CPU seconds of process ``pid`` (0.0 without one)."""
-    if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu(process: psutil.Process | None) -> float:
+    """CPU seconds of ``process`` so far (0.0 without one)."""
+    return 0.0 if process is None else sum(process.cpu_times()[:2])
 
 
 async def one_run(
     sink: CassandraSink, bounds: pack.Bounds, n: int, per_write: int, pid: int | None
 ) -> dict[str, float]:
     pages, states = records(n, seed=int(time.time()))
-    by_url = {p.url: i for i, p in enumerate(pages)}
     sink.bounds = bounds
     requests = 0
     execute = sink._execute
@@ -94,18 +94,15 @@ async def one_run(
         return await execute(calls)
 
     sink._execute = counting  # type: ignore[method-assign]
-    writes = []
-    at = 0
-    for i in range(0, n, per_write):  # each page with the states that came before the next
-        end = at
-        while end < len(states) and by_url.get(states[end].url, i) < i + per_write:
-            end += 1
-        writes.append((pages[i : i + per_write], states[at:end]))
-        at = end
-    cpu, other, wall = time.process_time(), _proc_cpu(pid), time.monotonic()
+    writes = [
+        (pages[i : i + per_write], [s for ended in states[i : i + per_write] for s in ended])
+        for i in range(0, n, per_write)
+    ]
+    node = psutil.Process(pid) if pid is not None else None
+    cpu, other, wall = time.process_time(), _cpu(node), time.monotonic()
     for batch_pages, batch_states in writes:
         await sink.write(batch_pages, batch_states)
-    cpu, other = time.process_time() - cpu, _proc_cpu(pid) - other
+    cpu, other = time.process_time() - cpu, _cpu(node) - other
     sink._execute = execute  # type: ignore[method-assign]
     return {
         "sink_ms_per_page": 1000 * cpu / n,
