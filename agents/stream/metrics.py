@@ -266,6 +266,12 @@ class Metrics:
             "worker replays its partitions' changelogs before it serves them); 0 when none runs.",
             registry=r,
         )
+        self.recovery_reseeks = Counter(
+            "streamcrawl_tables_recovery_reseeks",
+            "Changelog partitions a table recovery had stopped reading (no record for 20 s "
+            "with records left) and sought again.",
+            registry=r,
+        )
         self.origins_by_state = Gauge(
             "streamcrawl_scheduler_origins_by_state",
             "Origins with work in the scheduler: ready (may start a request now, waiting for "

@@ -10,6 +10,7 @@ gap >= the delay as the server's kernel saw the requests arrive.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import signal
 from functools import partial
@@ -119,3 +120,28 @@ def test_kill_9_during_a_rebalance(tmp_path: Path) -> None:
         assert requested(servers) > at_fault  # the others went on
         assert third.metric("streamcrawl_fetch_pages_total") > 0  # and w3 got partitions
         assert check_table_copies(cluster) > 0  # every copy of `seen` whole
+
+
+STUCK = Path(__file__).parent / "stuck_recovery"  # its sitecustomize injects the fault
+
+
+def test_a_recovery_that_stops_reading_is_sought_again(tmp_path: Path) -> None:
+    """The first worker leaves; the second, with no table copy, recovers every partition from
+    the changelogs, but reads nothing of one partition of ``seen`` (the fault: moved to its
+    end after Faust's seek, as in the stall once seen in the kill -9 loops). Faust alone
+    waits for it forever; the worker's recovery watch seeks it again after ``STALL_S`` and
+    the crawl completes."""
+    origins, pages, delay = 2, 60, 0.2
+    with crawling(tmp_path, "stuck", origins, pages, delay) as (cluster, servers, (first,)):
+        wait_requests(servers, 20)
+        leave(first)
+        path = os.pathsep.join(filter(None, [str(STUCK), os.environ.get("PYTHONPATH")]))
+        second = cluster.start_worker("w2", PYTHONPATH=path, STREAMCRAWL_FAULT_STUCK_TABLE="seen")
+        check_crawl(
+            cluster, servers, pages, delay, in_flight=partial(in_flight_at_revokes, cluster),
+            timeout=240,
+        )  # fmt: skip
+        log = second.log.read_text(errors="replace")
+        assert "fault: recovery of" in log, "the fault was not injected"
+        assert "seeking it again" in log
+        assert second.metric("streamcrawl_tables_recovery_reseeks_total") >= 1

@@ -58,6 +58,7 @@ from streamcrawl.topology.worker.internals import (
     read_offset,
 )
 from streamcrawl.topology.worker.rebalance import RebalanceGate
+from streamcrawl.topology.worker.recovery_watch import RecoveryWatch
 from streamcrawl.topology.worker.table_reads import DirectReads
 from streamcrawl.topology.worker.table_stores import RocksTable
 
@@ -249,6 +250,14 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
             tp.partition for tp in app.assignor.assigned_actives() if tp.topic == frontier_topic
         }
 
+    probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings), frontier_topic)
+    probes = {"kafka": probe_kafka}
+    if sinker is not None:
+        probes["cassandra"] = sink_probe(lambda: sinker.sink)
+    health = Health(probes, metrics, unready_after=settings.unready_after_s)
+    watch = RecoveryWatch(app, metrics, broker_down=lambda: "kafka" in health.down_since)
+    # Started with the app, not among its services: Faust starts those after the first recovery.
+    app.add_dependency(watch)
     recovery = RecoveryClock(app)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
@@ -261,6 +270,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         rebalancing.assigned()
         metrics.rebalances.inc()
         recovery.started()
+        watch.assigned()
         fetcher.assigned({tp.partition for tp in assigned if tp.topic == frontier_topic})
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
@@ -269,12 +279,6 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         # recovery of an earlier generation ended: FetchService.rebuild ignores that one).
         recovery.ended()
         fetcher.rebuild(owned())
-
-    probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings), frontier_topic)
-    probes = {"kafka": probe_kafka}
-    if sinker is not None:
-        probes["cassandra"] = sink_probe(lambda: sinker.sink)
-    health = Health(probes, metrics, unready_after=settings.unready_after_s)
 
     @app.service
     class WorkerServices(Service):

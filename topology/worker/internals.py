@@ -12,6 +12,9 @@ reaches, and why no public API does it:
   consumer, and its livelock check without a task per partition (``fetch_worker_in_windows``).
 - Faust ``Consumer._committed_offset`` and ``_read_offset``: the committed and read positions
   of a partition (``committed_offset``, ``read_offset``); Faust exposes neither.
+- Faust ``Recovery``'s ``in_recovery``, ``active_offsets`` and ``active_highwaters``: which
+  changelog partitions of the running recovery have records left, and how far each was read
+  (``recovery_left``, for ``topology.worker.recovery_watch``); Faust only logs them.
 - ``faust.streams._current_event``: the event whose partition a table reads and writes
   (``set_current_event``), for the frontier agent's batches.
 - Elsewhere, by subclassing: ``RocksDB`` store's ``_new_store_by_url``
@@ -62,6 +65,31 @@ def read_offset(consumer: Any, tp: TP) -> int | None:
     """The offset of the last message the consumer read from ``tp`` (None: none yet)."""
     value = consumer._read_offset.get(tp)
     return None if value is None else int(value)
+
+
+def recovery_left(app: Any) -> dict[TP, int] | None:
+    """Each active changelog partition of the running table recovery that has records left
+    -> the offset read up to (-1: none yet); None when no recovery is running."""
+    recovery = app.tables.recovery
+    if not recovery.in_recovery:
+        return None
+    offsets = recovery.active_offsets
+    assigned = app.consumer.assignment()  # not a partition of an interrupted recovery's
+    return {
+        tp: offsets[tp]
+        for tp, highwater in recovery.active_highwaters.items()
+        if tp in assigned
+        and highwater is not None
+        and offsets[tp] is not None
+        and highwater > offsets[tp]
+    }
+
+
+async def seek_changelog(app: Any, tp: TP, offset: int) -> None:
+    """Seek the worker's consumer to ``offset`` of changelog partition ``tp`` and fetch it
+    (Faust's public consumer calls; the recovery's own first seek and resume)."""
+    await app.consumer.seek_wait({tp: offset})
+    app.consumer.resume_partitions({tp})
 
 
 def set_current_event(event: Any) -> None:
