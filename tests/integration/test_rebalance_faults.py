@@ -145,3 +145,30 @@ def test_a_recovery_that_stops_reading_is_sought_again(tmp_path: Path) -> None:
         assert "fault: recovery of" in log, "the fault was not injected"
         assert "seeking it again" in log
         assert second.metric("streamcrawl_tables_recovery_reseeks_total") >= 1
+
+
+def test_a_recovery_that_never_reads_stops_the_worker_and_another_takes_over(
+    tmp_path: Path,
+) -> None:
+    """As above, but every seek of the stuck partition lands at its end too: after two seeks
+    the worker exits with an error naming the partition (its supervisor would restart it),
+    and a worker started next recovers the partitions and finishes the crawl."""
+    origins, pages, delay = 2, 60, 0.2
+    with crawling(tmp_path, "stuck", origins, pages, delay) as (cluster, servers, (first,)):
+        wait_requests(servers, 20)
+        leave(first)
+        path = os.pathsep.join(filter(None, [str(STUCK), os.environ.get("PYTHONPATH")]))
+        second = cluster.start_worker(
+            "w2", PYTHONPATH=path, STREAMCRAWL_FAULT_STUCK_TABLE="seen",
+            STREAMCRAWL_FAULT_STUCK_ALWAYS="1",
+        )  # fmt: skip
+        assert second.proc.wait(180) != 0  # 2 x STALL_S after its start, and a few checks
+        cluster.workers.remove(second.proc)  # its exit is the promise, not a fault
+        log = second.log.read_text(errors="replace")
+        assert log.count("seeking it again") == 2
+        assert "table recovery read nothing from" in log
+        cluster.start_worker("w3")
+        check_crawl(
+            cluster, servers, pages, delay, in_flight=partial(in_flight_at_revokes, cluster),
+            timeout=240,
+        )  # fmt: skip
