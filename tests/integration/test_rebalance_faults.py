@@ -13,6 +13,8 @@ import itertools
 import os
 import re
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from tests.integration.faults import (
     wait_requests,
     wait_until,
 )
-from tests.integration.site import Cluster, Worker
+from tests.integration.site import Cluster, RemoteServer, Worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration, pytest.mark.slow]
 
@@ -123,24 +125,39 @@ def test_kill_9_during_a_rebalance(tmp_path: Path) -> None:
 
 
 STUCK = Path(__file__).parent / "stuck_recovery"  # its sitecustomize injects the fault
+STUCK_PAGES, STUCK_DELAY = 60, 0.2  # two origins
 
 
-def test_a_recovery_that_stops_reading_is_sought_again(tmp_path: Path) -> None:
-    """The first worker leaves; the second, with no table copy, recovers every partition from
-    the changelogs, but reads nothing of one partition of ``seen`` (the fault: moved to its
-    end after Faust's seek, as in the stall once seen in the kill -9 loops). Faust alone
-    waits for it forever; the worker's recovery watch seeks it again after ``STALL_S`` and
-    the crawl completes."""
-    origins, pages, delay = 2, 60, 0.2
-    with crawling(tmp_path, "stuck", origins, pages, delay) as (cluster, servers, (first,)):
+@contextmanager
+def a_stuck_recovery(
+    tmp_path: Path, **fault: str
+) -> Iterator[tuple[Cluster, list[RemoteServer], Worker]]:
+    """A crawl whose first worker fetches 20 pages and leaves; the second, started with the
+    fault loaded and no table copy, recovers every partition from the changelogs but reads
+    nothing of one partition of ``seen`` (moved to its end after Faust's seek, as in the
+    stall once seen in the kill -9 loops). Yields the cluster, the servers and that worker."""
+    with crawling(tmp_path, "stuck", 2, STUCK_PAGES, STUCK_DELAY) as (cluster, servers, (first,)):
         wait_requests(servers, 20)
         leave(first)
         path = os.pathsep.join(filter(None, [str(STUCK), os.environ.get("PYTHONPATH")]))
-        second = cluster.start_worker("w2", PYTHONPATH=path, STREAMCRAWL_FAULT_STUCK_TABLE="seen")
-        check_crawl(
-            cluster, servers, pages, delay, in_flight=partial(in_flight_at_revokes, cluster),
-            timeout=240,
-        )  # fmt: skip
+        second = cluster.start_worker(
+            "w2", PYTHONPATH=path, STREAMCRAWL_FAULT_STUCK_TABLE="seen", **fault
+        )
+        yield cluster, servers, second
+
+
+def check_stuck_crawl(cluster: Cluster, servers: list[RemoteServer]) -> None:
+    check_crawl(
+        cluster, servers, STUCK_PAGES, STUCK_DELAY,
+        in_flight=partial(in_flight_at_revokes, cluster), timeout=240,
+    )  # fmt: skip
+
+
+def test_a_recovery_that_stops_reading_is_sought_again(tmp_path: Path) -> None:
+    """Faust alone waits for the stuck partition forever; the worker's recovery watch seeks
+    it again after ``STALL_S`` and the crawl completes."""
+    with a_stuck_recovery(tmp_path) as (cluster, servers, second):
+        check_stuck_crawl(cluster, servers)
         log = second.log.read_text(errors="replace")
         assert "fault: recovery of" in log, "the fault was not injected"
         assert "seeking it again" in log
@@ -150,25 +167,18 @@ def test_a_recovery_that_stops_reading_is_sought_again(tmp_path: Path) -> None:
 def test_a_recovery_that_never_reads_stops_the_worker_and_another_takes_over(
     tmp_path: Path,
 ) -> None:
-    """As above, but every seek of the stuck partition lands at its end too: after two seeks
-    the worker exits with an error naming the partition (its supervisor would restart it),
-    and a worker started next recovers the partitions and finishes the crawl."""
-    origins, pages, delay = 2, 60, 0.2
-    with crawling(tmp_path, "stuck", origins, pages, delay) as (cluster, servers, (first,)):
-        wait_requests(servers, 20)
-        leave(first)
-        path = os.pathsep.join(filter(None, [str(STUCK), os.environ.get("PYTHONPATH")]))
-        second = cluster.start_worker(
-            "w2", PYTHONPATH=path, STREAMCRAWL_FAULT_STUCK_TABLE="seen",
-            STREAMCRAWL_FAULT_STUCK_ALWAYS="1",
-        )  # fmt: skip
-        assert second.proc.wait(180) != 0  # 2 x STALL_S after its start, and a few checks
+    """Every seek of the stuck partition lands at its end too: after two seeks the worker
+    exits with an error naming the partition (its supervisor would restart it), and a worker
+    started next recovers the partitions and finishes the crawl."""
+    with a_stuck_recovery(tmp_path, STREAMCRAWL_FAULT_STUCK_ALWAYS="1") as (
+        cluster,
+        servers,
+        second,
+    ):
+        assert second.proc.wait(180) != 0  # 2 x STALL_S after its recovery began, and a check
         cluster.workers.remove(second.proc)  # its exit is the promise, not a fault
         log = second.log.read_text(errors="replace")
         assert log.count("seeking it again") == 2
         assert "table recovery read nothing from" in log
         cluster.start_worker("w3")
-        check_crawl(
-            cluster, servers, pages, delay, in_flight=partial(in_flight_at_revokes, cluster),
-            timeout=240,
-        )  # fmt: skip
+        check_stuck_crawl(cluster, servers)

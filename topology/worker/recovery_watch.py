@@ -72,9 +72,10 @@ class Stalls:
         stuck: list[TP] = []
         for tp, offset in left.items():
             last = self.since.get(tp)
-            if paused or last is None or last[0] != offset:
-                if last is not None and last[0] != offset:
-                    self.sought.pop(tp, None)  # it reads again
+            moved = last is not None and last[0] != offset
+            if moved:
+                self.sought.pop(tp, None)  # it reads again
+            if paused or last is None or moved:
                 self.since[tp] = (offset, now)
             elif now - last[1] >= self.stall_s:
                 if self.sought.get(tp, 0) >= self.reseeks:
