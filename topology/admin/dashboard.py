@@ -247,7 +247,7 @@ PANELS: tuple[Row, ...] = (
                 "Errors by class",
                 "Per second: URLs that failed, were blocked by the SSRF guard or denied by "
                 "robots.txt; stage failures; reports not published; sink retries; undecodable "
-                "messages.",
+                "messages; changelog partitions a table recovery sought again.",
                 (
                     Query(
                         "sum by (state) (rate("
@@ -276,6 +276,10 @@ PANELS: tuple[Row, ...] = (
                         f"sum by (topic) (rate({m('streamcrawl_kafka_bad_messages_total')}"
                         f"[{RATE}]))",
                         "bad message {{topic}}",
+                    ),
+                    Query(
+                        f"sum(rate({m('streamcrawl_tables_recovery_reseeks_total')}[{RATE}]))",
+                        "table recovery sought again",
                     ),
                 ),
                 unit="ops",
