@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 BOOTSTRAP = "STREAMCRAWL_KAFKA_BOOTSTRAP"
@@ -102,6 +103,20 @@ class _Counter:
         }
 
 
+class CountingFrontier:
+    """A frontier for ``run_batches`` that only counts: every event accepted (the empty set of
+    refused indices ``run_batches`` acks around), ``done(counter)`` once ``expected`` came."""
+
+    def __init__(self, counter: _Counter, done: Callable[[_Counter], None]) -> None:
+        self.counter = counter
+        self.done = done
+
+    async def handle_batch(self, events: Sequence[Any], enter: Any) -> set[int]:
+        if self.counter.add(len(events)):
+            self.done(self.counter)
+        return set()
+
+
 def _faust(topic: str, messages: int) -> None:
     """The frontier agent's plumbing (``run_batches``) with a frontier that only counts."""
     import faust
@@ -122,21 +137,18 @@ def _faust(topic: str, messages: int) -> None:
         value_serializer="raw",
         datadir=f"/tmp/floor-{uuid.uuid4().hex[:8]}",
     )
-    counter = _Counter(messages)
 
-    class Frontier:
-        async def handle_batch(self, events: list[Any], enter: Any) -> None:
-            if counter.add(len(events)):
-                done = counter.result("faust")
-                print(json.dumps(done), flush=True)
-                os._exit(0)
+    def done(counter: _Counter) -> None:
+        print(json.dumps(counter.result("faust")), flush=True)
+        os._exit(0)
 
+    frontier = CountingFrontier(_Counter(messages), done)
     source = app.topic(topic, key_type=bytes, value_type=bytes)
 
     @app.agent(source, name="floor", concurrency=1)
     async def read(stream: Any) -> None:
         untrack = lambda e: untrack_event(app.consumer, e)  # noqa: E731
-        await run_batches(stream, Frontier(), Metrics(), untrack=untrack)  # type: ignore[arg-type]
+        await run_batches(stream, frontier, Metrics(), untrack=untrack)  # type: ignore[arg-type]
 
     sys.argv = [sys.argv[0], "worker", "--loglevel", "warn", "--without-web"]
     app.main()
