@@ -5,49 +5,15 @@ run ends at its last event instead of the agent crashing at its first batch."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 from bench.faust_floor import CountingFrontier, _Counter
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.topology.worker.batching import run_batches
-
-
-@dataclass(eq=False)
-class Message:
-    topic: str
-    partition: int
-    offset: int
-    value: bytes
-
-
-class Event:
-    def __init__(self, offset: int) -> None:
-        self.message = Message("floor", offset % 4, offset, b"x")
-
-
-class Stream:
-    """Yields ``n`` events, then blocks as a quiet topic does."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.acked: list[int] = []
-
-    def noack(self) -> Stream:
-        return self
-
-    async def events(self) -> AsyncIterator[Event]:
-        for offset in range(self.n):
-            yield Event(offset)
-        await asyncio.Event().wait()
-
-    async def ack(self, event: Event) -> bool:
-        self.acked.append(event.message.offset)
-        return True
+from tests.fake_stream import Event, Stream
 
 
 def test_every_event_is_acked_and_the_run_ends_at_the_last() -> None:
-    stream, finished = Stream(25), asyncio.Event()
+    stream, finished = Stream([Event(i % 4, i) for i in range(25)]), asyncio.Event()
     ended: list[int] = []
 
     def done(counter: _Counter) -> None:
@@ -71,5 +37,5 @@ def test_every_event_is_acked_and_the_run_ends_at_the_last() -> None:
 
     asyncio.run(run())
     assert ended == [25]
-    assert stream.acked == list(range(25))
+    assert stream.acked == [(i % 4, i) for i in range(25)]
     assert frontier.counter.batches >= 3  # batches of at most 10
