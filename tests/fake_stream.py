@@ -1,12 +1,16 @@
-"""Fakes of a Faust stream, its events and their messages, for the frontier agent's plumbing
-(``topology.worker.batching.run_batches``) without a broker: tests/unit/test_batching.py and
-tests/bench/test_faust_floor.py."""
+"""Fakes of a Faust stream, its events and their messages, and ``run_for`` to drive the frontier
+agent's plumbing (``topology.worker.batching.run_batches``) over them without a broker:
+tests/unit/test_batching.py and tests/bench/test_faust_floor.py."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
+
+from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.topology.worker.batching import run_batches
 
 
 @dataclass(eq=False)  # hashable, as Faust's (its consumer keeps a WeakSet of them)
@@ -44,3 +48,13 @@ class Stream:
 
     def untrack(self, event: Event) -> None:
         self.untracked.append((event.message.partition, event.message.offset))
+
+
+async def run_for(stream: Stream, frontier: Any, seconds: float, **kw: Any) -> None:
+    """Run the batch loop for ``seconds``, or until it raises (then re-raise)."""
+    kw.setdefault("untrack", stream.untrack)
+    task = asyncio.ensure_future(run_batches(stream, frontier, Metrics(), **kw))
+    await asyncio.wait({task}, timeout=seconds)
+    if task.done():
+        task.result()
+    task.cancel()

@@ -18,7 +18,7 @@ from streamcrawl.agents.stream.frontier_agent import Enter, Where
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.topology.worker.acks import untrack as untrack_event
 from streamcrawl.topology.worker.batching import DurableCommit, run_batches
-from tests.fake_stream import Event, Message, Stream
+from tests.fake_stream import Event, Message, Stream, run_for
 
 
 class Frontier:
@@ -40,16 +40,6 @@ class Frontier:
             raise ConnectionError("broker down")
         self.batches.append([(w.partition, w.offset) for w, _ in events])
         return {i for i, (w, _) in enumerate(events) if w.offset == self.refuse}
-
-
-async def run_for(stream: Stream, frontier: Frontier, seconds: float, **kw: Any) -> None:
-    """Run the batch loop for ``seconds``, or until it raises (then re-raise)."""
-    kw.setdefault("untrack", stream.untrack)
-    task = asyncio.ensure_future(run_batches(stream, frontier, Metrics(), **kw))  # type: ignore[arg-type]
-    await asyncio.wait({task}, timeout=seconds)
-    if task.done():
-        task.result()
-    task.cancel()
 
 
 def test_a_lone_event_is_applied_though_the_stream_gives_nothing_more() -> None:
