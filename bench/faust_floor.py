@@ -104,8 +104,9 @@ class _Counter:
 
 
 class CountingFrontier:
-    """A frontier for ``run_batches`` that only counts: every event accepted (the empty set of
-    refused indices ``run_batches`` acks around), ``done(counter)`` once ``expected`` came."""
+    """A frontier for ``run_batches`` that only counts: it refuses no event (``handle_batch``
+    returns an empty set of refused indices) and calls ``done(counter)`` once the counter has
+    seen the events it expects."""
 
     def __init__(self, counter: _Counter, done: Callable[[_Counter], None]) -> None:
         self.counter = counter
