@@ -41,6 +41,12 @@ class ErrorClass(enum.StrEnum):
     BAD_RESPONSE = "bad_response"  # a response aiohttp cannot parse (a 64 KiB header line)
     # The SSRF guard (agents/net/guard.py) refused the host's addresses; nothing was sent.
     BLOCKED = "blocked"
+    # The egress proxy (--proxy) refused or dropped the connection, or answered CONNECT with an
+    # error: retried with the origin's backoff like a network error.
+    PROXY = "proxy"
+    # The crawl names a credential for the origin that this process does not hold: nothing was
+    # sent (docs/requests.md).
+    MISSING_CREDENTIAL = "missing_credential"
 
 
 class FetchError(CrawlError):

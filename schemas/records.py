@@ -30,7 +30,12 @@ from msgspec import Meta
 # v5: web archives (docs/warc.md): ``CrawlPolicy.warc`` and the ``captures`` topic, whose
 # ``Capture`` records carry each fetch's HTTP exchanges as received for the WARC writer. v1-v4
 # records are still accepted (a crawl that writes no archive).
-SCHEMA_VERSION = 5
+# v6: requests users shape (docs/requests.md): the request options of CrawlPolicy (``headers``,
+# ``cookies``, ``cookie_presets``, ``auth``, ``warc_credentials``), the ``set_cookies`` of an
+# Outcome (for the origin's cookie jar) and the ``redacted`` header names of an Exchange. A
+# credential's value is never in a record: the spec names it, the process holds it. v1-v5
+# records are still accepted (a crawl that sends no header, cookie or credential of its own).
+SCHEMA_VERSION = 6
 
 
 class TerminalState(enum.StrEnum):
@@ -86,6 +91,13 @@ MAX_ANCHOR_CHARS = 256
 MAX_REL_TOKENS = 8
 MAX_REL_CHARS = 32
 DAY = 86_400.0
+# Request options (v6): headers of a crawl (each origin's included), cookie presets, credential
+# names; header names are RFC 9110 tokens, values one line of visible text.
+MAX_REQUEST_HEADERS = 64
+MAX_HEADER_VALUE_CHARS = 8_192
+MAX_COOKIE_PRESETS = 256
+MAX_COOKIE_CHARS = 4_096
+MAX_AUTH = 256
 
 CrawlId = Annotated[
     str,
@@ -106,6 +118,51 @@ Interval = Annotated[float, Meta(ge=1.0, le=365 * DAY)]
 RecrawlMode = Literal["adaptive", "fixed"]
 # What a fetch found, against the copy of its previous fetch (Page.change, v4).
 Change = Literal["new", "changed", "unchanged", "gone"]
+HeaderName = Annotated[
+    str,
+    Meta(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$", description="an RFC 9110 token"),
+]
+HeaderValue = Annotated[
+    str,
+    Meta(
+        max_length=MAX_HEADER_VALUE_CHARS,
+        pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$",
+        description="one line: no control character but tab",
+    ),
+]
+# The name of a credential the process holds (STREAMCRAWL_CREDENTIAL_<NAME>, or a file of that
+# name in the credentials folder): never its value.
+CredentialName = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_]{0,63}$",
+        description="1-64 letters, digits or '_', starting with a letter or digit",
+    ),
+]
+WarcCredentials = Literal["redact", "keep"]
+
+
+class RequestHeader(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A header sent with every request of a crawl (v6), or, with ``origin``, with those of
+    that origin only (robots.txt included). Which names a crawl may set: docs/requests.md."""
+
+    name: HeaderName
+    value: HeaderValue
+    origin: Origin | None = None
+
+
+class CookiePreset(msgspec.Struct, frozen=True, kw_only=True):
+    """A cookie the crawl's jar holds for ``origin`` from the start (v6): ``name=value``."""
+
+    origin: Origin
+    cookie: Annotated[str, Meta(min_length=2, max_length=MAX_COOKIE_CHARS)]
+
+
+class OriginAuth(msgspec.Struct, frozen=True, kw_only=True):
+    """The credential sent to ``origin``, by name (v6): the value stays with the process."""
+
+    origin: Origin
+    credential: CredentialName
 
 
 class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -189,6 +246,14 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # (``Capture``) go to a WARC archive: the embedded crawl writes it, the Kafka workers
     # publish them on ``captures`` for ``streamcrawl warc`` (docs/warc.md).
     warc: bool = False
+    # v6, requests users shape (docs/requests.md): headers of every request (or of one origin's),
+    # a cookie jar per origin (``cookies``) with presets, credentials by name per origin, and
+    # whether WARC request records keep credential and cookie values (default: a fixed mark).
+    headers: Annotated[tuple[RequestHeader, ...], Meta(max_length=MAX_REQUEST_HEADERS)] = ()
+    cookies: bool = False
+    cookie_presets: Annotated[tuple[CookiePreset, ...], Meta(max_length=MAX_COOKIE_PRESETS)] = ()
+    auth: Annotated[tuple[OriginAuth, ...], Meta(max_length=MAX_AUTH)] = ()
+    warc_credentials: WarcCredentials = "redact"
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -245,6 +310,22 @@ class Revisit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     state: str = "fetched"  # the terminal state last reported for the URL
 
 
+class Cookie(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One cookie of an origin's jar (``agents/net/cookies.py``), stored with the origin's
+    state (``OriginState.jars``), never on the wire. ``expires`` None: a session cookie, kept
+    for the crawl."""
+
+    name: str
+    value: str
+    domain: str
+    host_only: bool = True
+    path: str = "/"
+    secure: bool = False
+    http_only: bool = False
+    expires: float | None = None
+    created: float = 0.0
+
+
 class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
     """One URL waiting in its origin's durable FIFO queue (``revisit``: a URL fetched before,
     due again)."""
@@ -259,6 +340,14 @@ class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
     lastmod: str | None = None
     changefreq: str | None = None
     revisit: Revisit | None = None
+
+
+class SetCookie(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``Set-Cookie`` header a response carried (v6), with the URL of that response: the
+    frontier stores it in the origin's cookie jar (``agents/net/cookies.py``)."""
+
+    url: Url
+    header: Annotated[str, Meta(max_length=MAX_HEADER_VALUE_CHARS)]
 
 
 # ``due`` (v4): no request; the frontier moves the origin's due revisits into its queue.
@@ -306,6 +395,9 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     # 404/410 answers in a row before this one (so that a replay repeats what it reported).
     reported: str | None = None
     gone: int = 0
+    # v6, a crawl with ``cookies``: the Set-Cookie headers of the fetch's responses, in order
+    # (redirect hops first), for the origin's jar; applied as of ``finished_at``.
+    set_cookies: Annotated[tuple[SetCookie, ...], Meta(max_length=256)] = ()
 
 
 # Where a link was found: <a>, <area>, <link rel=next/prev/alternate>, <iframe>, <frame>,
@@ -438,6 +530,9 @@ class OriginState(msgspec.Struct, kw_only=True):
     # Continuous crawling: the origin's revisit lanes (agents/frontier/revisits.py), each a
     # FIFO of revisits of one crawl and one interval, so due times grow along it.
     lanes: list[Lane] = msgspec.field(default_factory=list)
+    # A crawl with cookies (``CrawlPolicy.cookies``): its cookie jar for this origin, by crawl
+    # id, as the outcomes' Set-Cookie headers left it (``agents/net/cookies.py``).
+    jars: dict[str, tuple[Cookie, ...]] = msgspec.field(default_factory=dict)
 
 
 # Topic name (after ``<prefix>.``) -> value record. ``status`` carries terminal URL states keyed by
@@ -471,6 +566,9 @@ class Exchange(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     payload: bytes = b""
     ip: Annotated[str, Meta(max_length=64)] | None = None
     truncated: Truncated | None = None
+    # v6: the request headers whose values ``request`` holds as ``REDACTED`` (credentials and
+    # cookies, unless the crawl keeps them: ``CrawlPolicy.warc_credentials``), lower-case.
+    redacted: Annotated[tuple[HeaderName, ...], Meta(max_length=MAX_REQUEST_HEADERS)] = ()
 
 
 class CaptureRevisit(msgspec.Struct, frozen=True, kw_only=True):

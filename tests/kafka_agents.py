@@ -18,9 +18,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from streamcrawl.agents.content.listings import seed_sitemaps
+from streamcrawl.agents.content.listings import plan_seeds
 from streamcrawl.agents.frontier.records import decode_origin
 from streamcrawl.agents.frontier.store import ORIGINS
+from streamcrawl.agents.net.core import CrawlCore
+from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.fetch_service import FetchService
@@ -30,9 +32,7 @@ from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import (
     CrawlPolicy,
-    FrontierBatch,
     Page,
-    UrlRef,
     UrlStatus,
 )
 from tests.httpserver import LOOPBACK_GUARD
@@ -57,6 +57,8 @@ class AgentsCrawl:
     pages: list[Page] = field(default_factory=list)
     refused: int = 0  # values refused as too large
     metrics: Metrics = field(default_factory=Metrics)
+    # The process's network (proxy, credentials); default: loopback allowed, nothing else.
+    network: Network = field(default_factory=lambda: Network(guard=LOOPBACK_GUARD))
 
     def __post_init__(self) -> None:
         self.rules = CrawlRules.from_policy(self.policy)
@@ -78,7 +80,7 @@ class AgentsCrawl:
             partitions=self.partitions,
             concurrency=self.concurrency,
             page_bytes=PAGE_LIMIT,
-            guard=LOOPBACK_GUARD,
+            core=CrawlCore(self.network),
         )
         self.agent = FrontierAgent(
             store=self.store,
@@ -151,15 +153,8 @@ class AgentsCrawl:
 
     async def _seed(self) -> None:
         """One frontier batch per seed origin, as ``streamcrawl seed`` publishes them."""
-        seeds: dict[str, list[UrlRef]] = {}
-        for seed in self.policy.seeds:
-            canon = self.rules.canonicalizer.canonicalize(seed)
-            seeds.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
-        for sitemaps in seed_sitemaps(self.rules):  # as the seed command sends --sitemap URLs
-            seeds.setdefault(sitemaps.origin, []).extend(sitemaps.urls)
-        for origin, refs in seeds.items():
-            batch = FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
-            await self._publish("frontier", [(origin.encode(), encode(batch))])
+        for batch in plan_seeds(self.rules):  # what the seed command sends
+            await self._publish("frontier", [(batch.origin.encode(), encode(batch))])
 
     async def _wait_idle(self, consumer: asyncio.Task[None], timeout: float) -> None:
         deadline = time.monotonic() + timeout

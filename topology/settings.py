@@ -17,7 +17,10 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.net.credentials import Credentials
 from streamcrawl.agents.net.guard import AddressGuard, parse_networks
+from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.net.proxy import proxy_setting
 from streamcrawl.agents.policy.revisit import parse_duration
 from streamcrawl.agents.sinks.cassandra.config import (
     CassandraConfig,
@@ -140,6 +143,28 @@ class Settings(BaseSettings):
         description="CIDRs the SSRF guard lets fetches connect to although they are not "
         "public addresses (loopback, private, link-local...), comma-separated; "
         "empty: public addresses only.",
+    )
+    proxy: str | None = Field(
+        None,
+        description="Egress proxy of every fetch, http://host:port (https targets through "
+        "CONNECT); its password is a credential (proxy_credential), never in the URL. The SSRF "
+        "guard still judges each target before the proxy is asked (docs/requests.md).",
+    )
+    no_proxy_for: str = Field(
+        "",
+        description="Hosts fetched directly, not through the proxy, comma-separated (a name "
+        "matches itself and its subdomains).",
+    )
+    proxy_credential: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_]{0,63}$",
+        description="Name of the credential (a basic:USER:PASSWORD value) the proxy is sent.",
+    )
+    credentials_dir: Path | None = Field(
+        None,
+        description="Folder of credential files (a mounted Secret): the file NAME holds the "
+        "credential a crawl names with --auth-for ORIGIN NAME, unless "
+        "STREAMCRAWL_CREDENTIAL_<NAME> is set (docs/requests.md).",
     )
     web_host: str = Field("0.0.0.0", description="Bind address of the worker's web port.")
     web_port: int = Field(6066, ge=1, le=65535, description="Worker web port: health, /metrics.")
@@ -300,6 +325,17 @@ class Settings(BaseSettings):
     def address_guard(self) -> AddressGuard:
         """The SSRF guard of this worker's fetches (``allow_networks`` allowed)."""
         return AddressGuard(parse_networks([self.allow_networks]))
+
+    def network(self, limit: int | None = None) -> Network:
+        """This process's side of every request: the guard, its credentials, the proxy.
+        ``ConfigError`` (one line) for a proxy setting that cannot work."""
+        credentials = Credentials(directory=self.credentials_dir)
+        return Network(
+            guard=self.address_guard(),
+            credentials=credentials,
+            proxy=proxy_setting(self.proxy, self.no_proxy_for, self.proxy_credential, credentials),
+            limit=limit if limit is not None else self.concurrency,
+        )
 
     def cassandra_contact_points(self) -> tuple[list[str], int]:
         """Hosts and the (single) port of ``cassandra_hosts``; the driver takes one port."""

@@ -74,6 +74,18 @@ def seed_sitemaps(rules: CrawlRules) -> list[FrontierBatch]:
     return group(rules, policy.crawl_id, found, None, None, 0)
 
 
+def plan_seeds(rules: CrawlRules) -> list[FrontierBatch]:
+    """A crawl's start: its seeds (canonical, depth 0) and its ``--sitemap`` seeds, one batch
+    per origin, in the order they are given. Both wirings admit exactly these: the embedded
+    crawl into its store, ``streamcrawl seed`` onto the frontier topic."""
+    policy = rules.policy
+    pages = [
+        FrontierBatch(crawl_id=policy.crawl_id, origin=canon.origin, urls=(UrlRef(canon.url, 0),))
+        for canon in map(rules.canonicalizer.canonicalize, policy.seeds)
+    ]
+    return merge([*pages, *seed_sitemaps(rules)])
+
+
 def listed(rules: CrawlRules, entry: QueueEntry, body: bytes, url: str) -> list[FrontierBatch]:
     """What the fetched sitemap or feed ``entry`` (its body, from ``url``) adds to the crawl."""
     if entry.kind == "feed":

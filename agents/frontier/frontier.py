@@ -45,6 +45,7 @@ from streamcrawl.agents.frontier.store import Changes
 from streamcrawl.agents.policy.revisit import lastmod_forces
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_expiry
+from streamcrawl.agents.urls import cookies
 from streamcrawl.schemas.records import (
     FrontierBatch,
     OriginState,
@@ -254,6 +255,7 @@ class Frontier:
         entry = found
         policy = rules.policy
         self._time(st, outcome, rules)
+        keep_cookies(st, outcome, rules)
         if outcome.state == RETRY and entry.attempts + 1 <= policy.retries:
             again = msgspec.structs.replace(
                 entry, attempts=entry.attempts + 1, last_error=outcome.error
@@ -373,6 +375,7 @@ class Frontier:
             wait = max(rules.policy.delay, 1.0) * 2 ** (st.failures - 1) * (0.5 + self.jitter())
             st.robots_expires = outcome.finished_at + min(rules.policy.robots_error_ttl, wait)
         self._time(st, outcome, rules)
+        keep_cookies(st, outcome, rules)
         store_origin(ch, st)
         return Applied([], st)
 
@@ -439,3 +442,18 @@ def _robots_denies(st: OriginState, url: str, rules: CrawlRules, now: float) -> 
         and not robots.unreachable
         and not robots.allowed(url, rules.policy.user_agent)
     )
+
+
+def keep_cookies(st: OriginState, outcome: Outcome, rules: CrawlRules) -> None:
+    """Store the Set-Cookie headers of ``outcome`` in the crawl's jar for the origin, as of the
+    outcome's end (deterministic: a replay of the outcome stores the same jar)."""
+    if not outcome.set_cookies or not rules.requests.cookies:
+        return
+    jar = st.jars.get(outcome.crawl_id, ())
+    for set_cookie in outcome.set_cookies:
+        jar = cookies.receive(jar, set_cookie.header, set_cookie.url, outcome.finished_at)
+    jar = cookies.prune(jar, outcome.finished_at)
+    if jar:
+        st.jars[outcome.crawl_id] = jar
+    else:
+        st.jars.pop(outcome.crawl_id, None)

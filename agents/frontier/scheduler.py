@@ -26,7 +26,7 @@ from streamcrawl.agents.frontier.records import queued_entries
 from streamcrawl.agents.frontier.store import Changes, Store
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import RobotsRules
-from streamcrawl.schemas.records import OriginState, QueueEntry
+from streamcrawl.schemas.records import Cookie, OriginState, QueueEntry
 
 ROBOTS_SEQ = -1
 DUE_SEQ = -2  # a ``due`` dispatch: no request, the frontier queues the origin's due revisits
@@ -49,6 +49,8 @@ class Dispatch:
     # Seconds since the origin's previous request ended, for the first dispatch after it: how
     # long the wiring took to start the next one (with no delay, none of it is politeness).
     since_end: float | None = None
+    # A crawl with cookies: its jar for the origin, as the frontier last stored it.
+    cookies: tuple[Cookie, ...] = ()
 
 
 @dataclass
@@ -370,13 +372,17 @@ class Scheduler:
         if rules.robots_expired(state, now):
             if slot.in_flight:
                 return None  # let in-flight pages finish before refreshing robots.txt
-            return self._spend(rules, Dispatch("robots", origin, ROBOTS_SEQ, None, rules))
+            robots_fetch = Dispatch(
+                "robots", origin, ROBOTS_SEQ, None, rules, cookies=_jar(rules, state)
+            )
+            return self._spend(rules, robots_fetch)
         if robots_unusable(state, rules):
             return max(state.robots_expires, now)  # robots.txt failed: wait for its retry
         robots = rules.robots(state)
         if robots is not None and not robots.allowed(entry.url, rules.policy.user_agent):
             return Dispatch("deny", origin, seq, entry, rules)
-        return self._spend(rules, Dispatch("page", origin, seq, entry, rules, robots))
+        page = Dispatch("page", origin, seq, entry, rules, robots, cookies=_jar(rules, state))
+        return self._spend(rules, page)
 
     def _rate_wait(self, rules: CrawlRules, now: float) -> float | None:
         """When the crawl's ``max_fetches_per_hour`` lets its next request start, None if now.
@@ -398,3 +404,10 @@ class Scheduler:
         if bucket is not None:
             self._buckets[rules.policy.crawl_id] = (bucket[0] - 1.0, bucket[1])
         return dispatch
+
+
+def _jar(rules: CrawlRules, state: OriginState) -> tuple[Cookie, ...]:
+    """The crawl's cookie jar for the origin of ``state`` (empty without cookies)."""
+    if not rules.requests.cookies:
+        return ()
+    return state.jars.get(rules.policy.crawl_id, ())

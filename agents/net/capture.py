@@ -22,6 +22,8 @@ from streamcrawl.agents.frontier.scheduler import Dispatch
 from streamcrawl.schemas.records import Capture, CaptureRevisit, Exchange, Page, Truncated
 
 _CHUNK: Final = 64 * 1024
+# What a redacted request header's value is archived as (docs/requests.md, docs/warc.md).
+REDACTED: Final = "REDACTED"
 
 
 @dataclass
@@ -32,14 +34,18 @@ class _Pending:
     status_line: bytes
     headers: tuple[tuple[bytes, bytes], ...]
     ip: str | None
+    redacted: tuple[str, ...] = ()
 
 
 class Recorder:
     """Collects the exchanges of ONE fetch, in order (redirect hops first)."""
 
-    __slots__ = ("_pending", "chunks", "exchanges")
+    __slots__ = ("_pending", "chunks", "exchanges", "redact")
 
-    def __init__(self) -> None:
+    def __init__(self, redact: frozenset[str] = frozenset()) -> None:
+        """``redact``: lower-case names of request headers whose values are recorded as
+        ``REDACTED`` (credentials and cookies; ``CrawlPolicy.warc_credentials``)."""
+        self.redact = redact
         self.exchanges: list[Exchange] = []
         self._pending: _Pending | None = None
         # The raw chunks of the body being read: ``read_body(raw_parts=recorder.chunks)``.
@@ -49,7 +55,12 @@ class Recorder:
         """A response's head arrived; ``date``: when its request was written."""
         info = resp.request_info
         request = [f"{info.method} {info.url.raw_path_qs} HTTP/1.1\r\n"]
-        request += [f"{name}: {value}\r\n" for name, value in info.headers.items()]
+        redacted: list[str] = []
+        for name, value in info.headers.items():
+            if name.lower() in self.redact:
+                redacted.append(name.lower())
+                value = REDACTED
+            request.append(f"{name}: {value}\r\n")
         request.append("\r\n")
         version = resp.version
         major, minor = (version.major, version.minor) if version is not None else (1, 1)
@@ -62,6 +73,7 @@ class Recorder:
             status_line=f"HTTP/{major}.{minor} {resp.status} {reason}\r\n".encode("latin-1"),
             headers=tuple(resp.raw_headers),
             ip=_peer(resp),
+            redacted=tuple(sorted(set(redacted))),
         )
 
     def end(self, payload: bytes = b"", truncated: Truncated | None = None) -> None:
@@ -78,6 +90,7 @@ class Recorder:
                 payload=payload,
                 ip=pending.ip,
                 truncated=truncated,
+                redacted=pending.redacted,
             )
         )
 

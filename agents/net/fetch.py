@@ -37,7 +37,9 @@ from streamcrawl.agents.content.charset import BodyTooLarge
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchPermanent, FetchRetryable
 from streamcrawl.agents.net.capture import Recorder, record_rest
 from streamcrawl.agents.net.guard import AddressGuard, GuardedConnector, blocked_error
+from streamcrawl.agents.net.proxy import Proxy
 from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
+from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.net.response import (
     TEXT_TYPES,
     decode_text,
@@ -52,9 +54,6 @@ from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
 
-ACCEPT: Final = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
-# No zstd: the zstandard decompressobj has no output limit, so it is not bomb-safe.
-ACCEPT_ENCODING: Final = "gzip, deflate, br"
 # Real sites send cookies and CSP headers longer than aiohttp's 8 KiB default.
 MAX_HEADER_FIELD: Final = 32 * 1024
 
@@ -142,22 +141,25 @@ def conditional_headers(etag: str | None, last_modified: str | None) -> dict[str
     return headers
 
 
-def request_headers(policy: CrawlPolicy) -> dict[str, str]:
-    """Headers sent with every crawl request."""
-    return {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
-
-
 def hop(
     session: aiohttp.ClientSession,
     url: str,
     headers: Mapping[str, str],
     timeout: aiohttp.ClientTimeout,
     sent: SentAt | None,
+    request: RequestContext | None = None,
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
     """One GET of a redirect chain followed by hand (``allow_redirects=False``: the caller
-    decides on each Location); ``sent`` gets when the request was written."""
+    decides on each Location); ``sent`` gets when the request was written; ``request`` says
+    whether it goes through the proxy."""
+    proxy = request.proxy_kwargs(url) if request is not None else {}
     return session.get(
-        url, headers=headers, allow_redirects=False, timeout=timeout, trace_request_ctx=sent
+        url,
+        headers=headers,
+        allow_redirects=False,
+        timeout=timeout,
+        trace_request_ctx=sent,
+        **proxy,  # type: ignore[arg-type]
     )
 
 
@@ -166,23 +168,32 @@ Resolver = aiohttp.abc.AbstractResolver
 
 
 def make_session(
-    policy: CrawlPolicy,
     *,
     guard: AddressGuard,
     limit: int = 100,
     resolver: Resolver | None = None,
+    proxy: Proxy | None = None,
 ) -> aiohttp.ClientSession:
-    """One pooled session for a worker: no cookies, no proxy env, no automatic decompression,
-    and every connection checked by ``guard`` (the SSRF guard, ``agents/net/guard.py``).
+    """One pooled session for a process: no cookies of its own (a crawl's jar is sent per
+    request: ``agents/net/request.py``), no proxy env, no automatic decompression, and every
+    connection checked by ``guard`` (the SSRF guard, ``agents/net/guard.py``). Nothing of a
+    crawl is in it: each request carries its crawl's headers and timeouts, so one session
+    serves every crawl a worker runs.
 
     ``resolver`` replaces aiohttp's DNS resolver (tests answer internal addresses with one).
+    ``proxy``: the process's egress proxy; the guard still judges each request's target.
 
     Call it inside a running event loop; close it with ``await session.close()``.
     ``enable_cleanup_closed`` is not set: aiohttp 3.14 ignores it (with a warning) on every Python
     except 3.13.0, whose SSL transport leak it works around.
     """
     connector = GuardedConnector(
-        guard, limit=limit, limit_per_host=0, ttl_dns_cache=300, resolver=resolver
+        guard,
+        proxy=(proxy.host, proxy.port) if proxy is not None else None,
+        limit=limit,
+        limit_per_host=0,
+        ttl_dns_cache=300,
+        resolver=resolver,
     )
     trace = aiohttp.TraceConfig()
     trace.on_request_headers_sent.append(_mark_sent)
@@ -192,8 +203,6 @@ def make_session(
         cookie_jar=aiohttp.DummyCookieJar(),
         auto_decompress=False,
         trust_env=False,
-        timeout=client_timeout(policy),
-        headers={"User-Agent": policy.user_agent},
         max_line_size=MAX_HEADER_FIELD,
         max_field_size=MAX_HEADER_FIELD,
     )
@@ -208,12 +217,16 @@ async def fetch(
     hop_delay: float = 0.0,
     validators: Mapping[str, str] | None = None,
     recorder: Recorder | None = None,
+    request: RequestContext | None = None,
 ) -> FetchResult:
     """GET ``url`` under ``policy``; see the module docstring for what is returned or raised.
 
-    ``validators`` (``conditional_headers``) go with the first request only: a redirect's
-    target is another URL, which the validators of this one do not describe. ``recorder`` (a
-    crawl that archives) gets every response's exchange, those that end in an error too.
+    ``request`` says what each request carries (the crawl's headers for the origin, its
+    cookies, its credential, the proxy: ``agents/net/request.py``); without it, the crawler's
+    own headers only. ``validators`` (``conditional_headers``) go with the first request only:
+    a redirect's target is another URL, which the validators of this one do not describe.
+    ``recorder`` (a crawl that archives) gets every response's exchange, those that end in an
+    error too.
 
     Each redirect target is resolved against the current URL and passed to ``hop_check``; a
     target already visited in this fetch raises ``redirect_loop``, more than
@@ -221,16 +234,26 @@ async def fetch(
     same origin: the caller's ``hop_check`` stops cross-origin ones) is sent ``hop_delay``
     seconds after the previous request, as politeness asks of any two requests to an origin.
     """
-    started_at = time.time()
-    t0 = time.perf_counter()
+    chain = _Chain(
+        url,
+        policy,
+        request if request is not None else plain_request(policy, url),
+        hop_delay,
+        recorder,
+    )
     try:
-        return await _fetch(
-            session, url, policy, hop_check, started_at, t0, hop_delay, validators or {}, recorder
-        )
+        return await chain.run(session, hop_check, validators or {})
     except FetchError:
         raise
     except _HopCheckFailed as exc:
         raise exc.error from None
+    except aiohttp.ClientHttpProxyError as exc:
+        # The proxy refused the CONNECT (or answered it with an error): the proxy's, not the
+        # origin's, answer; retried with the origin's backoff.
+        raise FetchRetryable(
+            f"proxy refused {url}: {exc.status} {exc.message}"[:_ERROR_CHARS],
+            error_class=ErrorClass.PROXY,
+        ) from exc
     except aiohttp.ClientResponseError as exc:
         # Only raised here for a response aiohttp could not parse (a 64 KiB header line,
         # a bad status line): the server will send it again, so retrying is of no use.
@@ -239,36 +262,125 @@ async def fetch(
             error_class=ErrorClass.BAD_RESPONSE,
         ) from exc
     except Exception as exc:
-        blocked = blocked_error(exc)
-        if blocked is not None:
-            raise blocked from exc
+        raise _network_error(url, exc) from exc
+
+
+def _network_error(url: str, exc: Exception) -> FetchError:
+    """The fetch error an exception of the network (or the guard) stands for."""
+    blocked = blocked_error(exc)
+    if blocked is not None:
+        return blocked
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        error_class = ErrorClass.PROXY
+    else:
         error_class = error_class_of(exc)
-        log.debug("fetch %s failed: %s (%r)", url, error_class, exc)
-        raise FetchRetryable(
-            f"{error_class} fetching {url}: {exc!r}"[:_ERROR_CHARS], error_class=error_class
-        ) from exc
+    log.debug("fetch %s failed: %s (%r)", url, error_class, exc)
+    return FetchRetryable(
+        f"{error_class} fetching {url}: {exc!r}"[:_ERROR_CHARS], error_class=error_class
+    )
 
 
-async def _fetch(
-    session: aiohttp.ClientSession,
-    url: str,
-    policy: CrawlPolicy,
-    hop_check: HopCheck,
-    started_at: float,
-    t0: float,
-    hop_delay: float,
-    validators: Mapping[str, str],
-    recorder: Recorder | None,
-) -> FetchResult:
-    current = url
-    sent = SentAt()
-    hops: list[str] = []
-    visited = {url.partition("#")[0]}
-    plain = request_headers(policy)
-    headers = {**plain, **validators}
-    timeout = client_timeout(policy)
+def plain_request(policy: CrawlPolicy, url: str) -> RequestContext:
+    """A request with the crawler's own headers only (no crawl options, no proxy)."""
+    from streamcrawl.agents.policy.requests import ACCEPT, ACCEPT_ENCODING
+
+    headers = {
+        "User-Agent": policy.user_agent,
+        "Accept": ACCEPT,
+        "Accept-Encoding": ACCEPT_ENCODING,
+    }
+    return RequestContext(origin="", headers=headers)
+
+
+class _Chain:
+    """One fetch: its requests, one per followed redirect, and what they found."""
+
+    def __init__(
+        self,
+        url: str,
+        policy: CrawlPolicy,
+        request: RequestContext,
+        hop_delay: float,
+        recorder: Recorder | None,
+    ) -> None:
+        self.url = self.current = url
+        self.policy = policy
+        self.request = request
+        self.hop_delay = hop_delay
+        self.recorder = recorder
+        self.started_at = time.time()
+        self.t0 = time.perf_counter()
+        self.sent = SentAt()
+        self.hops: list[str] = []
+        self.visited = {url.partition("#")[0]}
+        self.timeout = client_timeout(policy)
+
+    async def run(
+        self, session: aiohttp.ClientSession, hop_check: HopCheck, validators: Mapping[str, str]
+    ) -> FetchResult:
+        extra: Mapping[str, str] = validators
+        while True:
+            await self._wait_for_hop()
+            headers = self.request.headers_for(self.current, extra)
+            async with hop(
+                session, self.current, headers, self.timeout, self.sent, self.request
+            ) as resp:
+                self.request.received(resp, self.current)
+                if self.recorder is not None:
+                    self.recorder.begin(resp, self.sent.at or self.started_at)
+                location = resp.headers.get("Location")
+                if resp.status in REDIRECT_STATUSES and location:
+                    stop = await self._redirect(resp, location, hop_check)
+                    if stop is not None:
+                        return stop
+                    extra = {}
+                    continue
+                if self.recorder is not None and resp.status >= 400:
+                    await record_rest(resp, self.recorder, self.policy.max_body)  # archived
+                raise_for_status(resp, self.current)
+                return await _read_result(resp, self.policy, self.result, self.recorder)
+
+    async def _wait_for_hop(self) -> None:
+        if self.hops and self.hop_delay > 0:
+            wait = self.sent.at + self.hop_delay - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+
+    async def _redirect(
+        self, resp: aiohttp.ClientResponse, location: str, hop_check: HopCheck
+    ) -> FetchResult | None:
+        """Follow a redirect to ``location`` (``None``), or the result that stops here."""
+        if self.recorder is not None:
+            await record_rest(resp, self.recorder, self.policy.max_body)
+        target = resolve_redirect(self.current, location)
+        if target is None:
+            raise FetchPermanent(f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT)
+        if target in self.visited:
+            raise FetchPermanent(
+                f"redirect loop at {target}",
+                error_class=ErrorClass.REDIRECT_LOOP,
+                status=resp.status,
+            )
+        if len(self.hops) >= self.policy.max_redirects:
+            raise FetchPermanent(
+                f"more than {self.policy.max_redirects} redirects from {self.url}",
+                error_class=ErrorClass.TOO_MANY_REDIRECTS,
+                status=resp.status,
+            )
+        try:
+            stop = hop_check(target)
+        except Exception as exc:
+            raise _HopCheckFailed(exc) from exc
+        if stop is not None:
+            resp.close()
+            return self.result(resp, stopped=stop, redirect_target=target)
+        self.hops.append(target)
+        self.visited.add(target)
+        self.current = target
+        return None
 
     def result(
+        self,
         resp: aiohttp.ClientResponse,
         *,
         content_type: str | None = None,
@@ -279,67 +391,21 @@ async def _fetch(
         redirect_target: str | None = None,
     ) -> FetchResult:
         return FetchResult(
-            url=url,
-            final_url=current,
+            url=self.url,
+            final_url=self.current,
             status=resp.status,
             headers=join_headers(resp.headers),
             content_type=content_type,
             charset=charset,
             body=body,
             text=text,
-            started_at=started_at,
-            elapsed_ms=(time.perf_counter() - t0) * 1000.0,
-            sent_at=sent.at or started_at,
-            redirects=tuple(hops),
+            started_at=self.started_at,
+            elapsed_ms=(time.perf_counter() - self.t0) * 1000.0,
+            sent_at=self.sent.at or self.started_at,
+            redirects=tuple(self.hops),
             stopped=stopped,
             redirect_target=redirect_target,
         )
-
-    while True:
-        if hops and hop_delay > 0:
-            wait = sent.at + hop_delay - time.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-        async with hop(session, current, headers, timeout, sent) as resp:
-            location = resp.headers.get("Location")
-            if recorder is not None:
-                recorder.begin(resp, sent.at or started_at)
-            if resp.status in REDIRECT_STATUSES and location:
-                if recorder is not None:
-                    await record_rest(resp, recorder, policy.max_body)
-                target = resolve_redirect(current, location)
-                if target is None:
-                    raise FetchPermanent(
-                        f"bad redirect {location!r}", error_class=ErrorClass.BAD_REDIRECT
-                    )
-                if target in visited:
-                    raise FetchPermanent(
-                        f"redirect loop at {target}",
-                        error_class=ErrorClass.REDIRECT_LOOP,
-                        status=resp.status,
-                    )
-                if len(hops) >= policy.max_redirects:
-                    raise FetchPermanent(
-                        f"more than {policy.max_redirects} redirects from {url}",
-                        error_class=ErrorClass.TOO_MANY_REDIRECTS,
-                        status=resp.status,
-                    )
-                try:
-                    stop = hop_check(target)
-                except Exception as exc:
-                    raise _HopCheckFailed(exc) from exc
-                if stop is not None:
-                    resp.close()
-                    return result(resp, stopped=stop, redirect_target=target)
-                hops.append(target)
-                visited.add(target)
-                current = target
-                headers = plain
-                continue
-            if recorder is not None and resp.status >= 400:
-                await record_rest(resp, recorder, policy.max_body)  # an error page is archived
-            raise_for_status(resp, current)
-            return await _read_result(resp, policy, result, recorder)
 
 
 async def _read_result(

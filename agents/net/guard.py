@@ -16,6 +16,7 @@ exists; the URL ends in the terminal state ``blocked``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import ipaddress
 import socket
@@ -145,6 +146,11 @@ def _public(ip: IPAddress) -> bool:
     return not any(ip in net for net in _BLOCKED if net.version == ip.version)
 
 
+_CONNECTING_PROXY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "connecting_proxy", default=False
+)
+
+
 class GuardedConnector(aiohttp.TCPConnector):
     """A ``TCPConnector`` that connects only to addresses its ``AddressGuard`` allows.
 
@@ -154,23 +160,51 @@ class GuardedConnector(aiohttp.TCPConnector):
     resolution path could not silently open the guard.
     """
 
-    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:
+    def __init__(
+        self, guard: AddressGuard, *, proxy: tuple[str, int] | None = None, **kwargs: Any
+    ) -> None:
+        """``proxy``: the (host, port) of the process's egress proxy (``agents/net/proxy.py``),
+        which the operator chose: connections to it are not the guard's to judge, the target
+        of each request through it is."""
         super().__init__(socket_factory=self._socket, **kwargs)
         self.guard = guard
+        self.proxy = proxy
+        self._proxy_addresses: set[str] = set()
 
     async def _resolve_host(
         self, host: str, port: int, traces: Sequence[Any] | None = None
     ) -> list[ResolveResult]:
         hosts = await super()._resolve_host(host, port, traces=traces)
+        if _CONNECTING_PROXY.get() and (host, port) == self.proxy:
+            self._proxy_addresses.update(h["host"] for h in hosts)
+            return hosts
+        return self._judge(host, hosts)
+
+    def _judge(self, host: str, hosts: list[ResolveResult]) -> list[ResolveResult]:
         allowed = [h for h in hosts if self.guard.allows(h["host"])]
         if not allowed:
             raise AddressBlocked(host, [h["host"] for h in hosts])
         return allowed
 
+    async def _create_proxy_connection(
+        self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
+    ) -> Any:
+        # The target is resolved and judged here, before the proxy is asked for it: a name that
+        # resolves to an internal address never reaches the proxy.
+        target = req.url.raw_host
+        assert target is not None and req.port is not None
+        self._judge(target, await super()._resolve_host(target, req.port, traces=traces))
+        token = _CONNECTING_PROXY.set(True)  # this task only: the next resolve is the proxy's
+        try:
+            return await super()._create_proxy_connection(req, traces, timeout)
+        finally:
+            _CONNECTING_PROXY.reset(token)
+
     def _socket(self, addr_info: Any) -> socket.socket:
         family, kind, proto, _, sockaddr = addr_info
-        if not self.guard.allows(str(sockaddr[0])):
-            raise _RefusedSocket(errno.EACCES, f"address guard refused {sockaddr[0]}")
+        address = str(sockaddr[0])
+        if not self.guard.allows(address) and address not in self._proxy_addresses:
+            raise _RefusedSocket(errno.EACCES, f"address guard refused {address}")
         return socket.socket(family=family, type=kind, proto=proto)
 
 

@@ -13,9 +13,10 @@ import time
 import aiohttp
 
 from streamcrawl.agents.net.capture import Recorder, record_rest
-from streamcrawl.agents.net.fetch import SentAt, client_timeout, hop, request_headers
+from streamcrawl.agents.net.fetch import SentAt, client_timeout, hop, plain_request
 from streamcrawl.agents.net.guard import blocked_error
 from streamcrawl.agents.net.redirects import REDIRECT_STATUSES, resolve_redirect
+from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.net.response import read_body
 from streamcrawl.agents.robots.rules import (
     ROBOTS_BLOCKED,
@@ -35,6 +36,7 @@ async def fetch_robots(
     policy: CrawlPolicy,
     sent: SentAt | None = None,
     recorder: Recorder | None = None,
+    request: RequestContext | None = None,
 ) -> tuple[int | None, str | None]:
     """GET ``origin``/robots.txt; returns ``(status, text)``, never raises for network errors.
 
@@ -45,16 +47,19 @@ async def fetch_robots(
     None. ``(None, None)``: unreachable (DNS, connection refused or reset, timeout).
     ``(ROBOTS_BLOCKED, None)``: the SSRF guard refused an address on the way. ``sent``
     (optional) gets when the last request was written, for the origin's politeness delay.
-    ``recorder`` (a crawl that archives) gets each response's exchange.
+    ``recorder`` (a crawl that archives) gets each response's exchange. ``request``: what the
+    crawl's requests to ``origin`` carry (its headers, cookies and credential; the proxy).
     """
     url = robots_url(origin)
     sent = sent or SentAt()  # the WARC-Date of an archived robots.txt
     status: int | None = None
-    headers = request_headers(policy)
+    request = request if request is not None else plain_request(policy, url)
     timeout = client_timeout(policy)
     try:
         for _ in range(ROBOTS_MAX_REDIRECTS + 1):
-            async with hop(session, url, headers, timeout, sent) as resp:
+            headers = request.headers_for(url)
+            async with hop(session, url, headers, timeout, sent, request) as resp:
+                request.received(resp, url)
                 status = resp.status
                 if recorder is not None:
                     recorder.begin(resp, sent.at or time.time())

@@ -13,8 +13,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import aiohttp
+import msgspec
 
 from streamcrawl.agents.content.link_header import page_rels
 from streamcrawl.agents.content.listings import (
@@ -26,14 +28,15 @@ from streamcrawl.agents.content.listings import (
     merge,
     robots_sitemaps,
 )
-from streamcrawl.agents.content.outlinks import canonical_links, followed, record_links
+from streamcrawl.agents.content.outlinks import PageLinks, canonical_links, followed, record_links
 from streamcrawl.agents.content.parse import Link, parse_html
-from streamcrawl.agents.errors import FetchPermanent, FetchRetryable
+from streamcrawl.agents.errors import ErrorClass, FetchError, FetchRetryable
 from streamcrawl.agents.frontier.revisits import GONE_STATUSES
 from streamcrawl.agents.frontier.scheduler import Dispatch
 from streamcrawl.agents.net.capture import Recorder, page_capture
 from streamcrawl.agents.net.fetch import FetchResult, SentAt, conditional_headers, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
+from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.net.reports import (
     fetched_outcome,
     gone_page,
@@ -42,6 +45,7 @@ from streamcrawl.agents.net.reports import (
     page_record,
     unchanged_page,
 )
+from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
@@ -75,11 +79,18 @@ class Report:
 
 
 class Stages:
-    """The fetch-and-parse stage, bound to one HTTP session and a read-only seen lookup."""
+    """The fetch-and-parse stage, bound to one HTTP session, the process's ``Network`` (proxy,
+    credentials) and a read-only seen lookup. Built by ``agents.net.core.CrawlCore``."""
 
-    def __init__(self, session: aiohttp.ClientSession, seen: SeenCheck) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, seen: SeenCheck, network: Network | None = None
+    ) -> None:
         self.session = session
         self.seen = seen
+        self.network = network if network is not None else Network()
+
+    async def close(self) -> None:
+        await self.session.close()
 
     async def run(self, d: Dispatch) -> Report:
         """Never raises (except ``CancelledError``): errors become outcomes.
@@ -144,11 +155,25 @@ class Stages:
             outcome = page_outcome(d, "retry", started=started, error=error)
         return Report(outcome, failed=True)
 
+    def _recorder(self, d: Dispatch, request: RequestContext) -> Recorder | None:
+        """A recorder for a crawl that archives, redacting secrets unless the crawl keeps them."""
+        policy = d.rules.policy
+        if not policy.warc:
+            return None
+        keep = policy.warc_credentials == "keep"
+        return Recorder(frozenset() if keep else request.secret_headers())
+
     async def _robots(self, d: Dispatch) -> Report:
         sent = SentAt()
         dispatched = time.time()
-        recorder = Recorder() if d.rules.policy.warc else None
-        status, body = await fetch_robots(self.session, d.origin, d.rules.policy, sent, recorder)
+        request = self.network.request(d)
+        if isinstance(request, str):  # robots.txt is asked for without the credential
+            request = self.network.request(d, credential=False)
+            assert not isinstance(request, str)
+        recorder = self._recorder(d, request)
+        status, body = await fetch_robots(
+            self.session, d.origin, d.rules.policy, sent, recorder, request
+        )
         outcome = Outcome(
             crawl_id=d.rules.policy.crawl_id,
             origin=d.origin,
@@ -162,6 +187,7 @@ class Stages:
             finished_at=time.time(),
             robots_status=status,
             robots_body=body,
+            set_cookies=tuple(request.set_cookies),
         )
         crawl_id = d.rules.policy.crawl_id
         report = Report(outcome, batches=robots_sitemaps(d.rules, crawl_id, d.origin, status, body))
@@ -177,106 +203,74 @@ class Stages:
         return report
 
     async def _page(self, d: Dispatch) -> Report:
-        if not d.rules.policy.warc:
-            return await self._fetch_page(d, None)
-        recorder = Recorder()
+        request = self.network.request(d)
+        if isinstance(request, str):  # the process lacks the credential: nothing is sent
+            error = f"{ErrorClass.MISSING_CREDENTIAL}: {request}"
+            return Report(page_outcome(d, TerminalState.FAILED, started=0.0, error=error))
+        recorder = self._recorder(d, request)
         started = time.time()
-        report = await self._fetch_page(d, recorder)
-        if recorder.exchanges:
+        report = await self._fetch_page(d, recorder, request)
+        if request.set_cookies:
+            cookies = tuple(request.set_cookies)
+            report.outcome = msgspec.structs.replace(report.outcome, set_cookies=cookies)
+        if recorder is not None and recorder.exchanges:
             report.capture = page_capture(d, report.page, report.outcome.status, recorder, started)
         return report
 
-    async def _fetch_page(self, d: Dispatch, recorder: Recorder | None) -> Report:
+    async def _fetch_page(
+        self, d: Dispatch, recorder: Recorder | None, request: RequestContext
+    ) -> Report:
         entry, rules = d.entry, d.rules
         assert entry is not None
         redirect_target: list[str] = []
-
-        def hop_check(target: str) -> str | None:
-            canon = rules.canonicalizer.try_canonicalize(target)
-            if canon is None:
-                return TerminalState.OUT_OF_SCOPE
-            if canon.origin != d.origin:
-                redirect_target.append(canon.url)
-                return TerminalState.REDIRECTED
-            if rules.scope.check(canon.url, entry.depth) is not None:
-                return TerminalState.OUT_OF_SCOPE
-            if d.robots is not None and not d.robots.allowed(canon.url, rules.policy.user_agent):
-                return TerminalState.ROBOTS_DENIED
-            if canon.url != entry.url and self.seen(entry.crawl_id, canon.url):
-                return TerminalState.DUPLICATE
-            return None
-
-        started = time.time()
         previous = entry.revisit
         validators = None
         if previous is not None:
             validators = conditional_headers(previous.etag, previous.last_modified)
+        started = time.time()
         try:
             result = await fetch(
                 self.session,
                 entry.url,
                 rules.policy if entry.kind == "page" else listing_policy(rules.policy),
-                hop_check=hop_check,
+                hop_check=partial(self._hop_check, d, redirect_target),
                 hop_delay=d.rules.delay_for(d.robots),
                 validators=validators,
                 recorder=recorder,
+                request=request,
             )
-        except AddressBlocked as exc:
-            # No request left this process: the attempt is not counted (started_at 0).
-            return Report(
-                page_outcome(d, TerminalState.BLOCKED, started=0.0, error=f"blocked: {exc}")
-            )
-        except FetchRetryable as exc:
-            return Report(
-                page_outcome(
-                    d,
-                    "retry",
-                    started=started,
-                    status=exc.status,
-                    error=f"{exc.error_class}: {exc}",
-                    retry_after=exc.retry_after,
-                    backoff=True,
-                )
-            )
-        except FetchPermanent as exc:
-            outcome = page_outcome(
-                d,
-                TerminalState.FAILED,
-                started=started,
-                status=exc.status,
-                error=f"{exc.error_class}: {exc}",
-            )
-            gone = previous is not None and previous.gone >= 1 and exc.status in GONE_STATUSES
-            return Report(outcome, gone_page(d, outcome) if gone else None)
+        except FetchError as exc:
+            return _failed(d, exc, started)
         final = rules.canonicalizer.try_canonicalize(result.final_url)
         final_url = final.url if final is not None else entry.url
         if result.stopped is not None:
-            report = Report(
-                page_outcome(
-                    d,
-                    result.stopped,
-                    started=result.sent_at,
-                    status=result.status,
-                    final_url=final_url,
-                )
-            )
-            if redirect_target:
-                report.batches.append(
-                    FrontierBatch(
-                        crawl_id=entry.crawl_id,
-                        origin=rules.canonicalizer.canonicalize(redirect_target[0]).origin,
-                        urls=(
-                            UrlRef(
-                                redirect_target[0],
-                                entry.depth,
-                                entry.url,
-                                entry.kind,
-                                entry.lastmod,
-                            ),
-                        ),
-                    )
-                )
-            return report
+            return _stopped(d, result, final_url, redirect_target)
+        return self._fetched(d, result, final_url)
+
+    def _hop_check(self, d: Dispatch, redirect_target: list[str], target: str) -> str | None:
+        """Whether a redirect to ``target`` is followed (None) or ends the fetch in a state; a
+        cross-origin target is kept in ``redirect_target``, for that origin's own queue."""
+        entry, rules = d.entry, d.rules
+        assert entry is not None
+        canon = rules.canonicalizer.try_canonicalize(target)
+        if canon is None:
+            return TerminalState.OUT_OF_SCOPE
+        if canon.origin != d.origin:
+            redirect_target.append(canon.url)
+            return TerminalState.REDIRECTED
+        if rules.scope.check(canon.url, entry.depth) is not None:
+            return TerminalState.OUT_OF_SCOPE
+        if d.robots is not None and not d.robots.allowed(canon.url, rules.policy.user_agent):
+            return TerminalState.ROBOTS_DENIED
+        if canon.url != entry.url and self.seen(entry.crawl_id, canon.url):
+            return TerminalState.DUPLICATE
+        return None
+
+    def _fetched(self, d: Dispatch, result: FetchResult, final_url: str) -> Report:
+        """A response to read: a listing's URLs, a revisit found unchanged, or a page."""
+        entry, rules = d.entry, d.rules
+        assert entry is not None
+        previous = entry.revisit
         # A 304 answers our validators: the copy of the previous fetch is still the page.
         not_modified = result.status == 304 and previous is not None
         digest = None if not_modified else hashlib.sha256(result.body).hexdigest()
@@ -297,64 +291,160 @@ class Stages:
         entry, rules = d.entry, d.rules
         assert entry is not None
         policy = rules.policy
-        directives: frozenset[str] = frozenset()
-        if policy.honor_x_robots_tag:
-            directives = x_robots_tag(result.headers, policy.user_agent)
-        title = None
-        html_links: list[Link] = []  # every link of the HTML, for the page record
-        feeds: tuple[str, ...] = ()
-        header = page_rels(result.headers, result.final_url)
-        canonical, base = header.canonical, result.final_url
-        if result.text is not None:
-            parsed = parse_html(result.text, result.final_url, product_token=rules.token)
-            title, base = parsed.title, parsed.base
-            canonical = parsed.canonical or canonical
-            directives = directives | parsed.meta_robots
-            html_links = parsed.links
-            feeds = parsed.feeds if policy.feeds else ()
+        doc = _read_document(d, result)
         # Each href canonicalized once, for the page record's list and for the links followed.
-        found = canonical_links(html_links, header.follow, rules, base)
+        found = canonical_links(doc.links, doc.header_follow, rules, doc.base)
         follow: list[Canonical] = []
-        if not (policy.honor_nofollow and "nofollow" in directives):
+        feeds = doc.feeds
+        if not (policy.honor_nofollow and "nofollow" in doc.directives):
             follow = followed(found, policy.honor_nofollow)
         else:
             feeds = ()
         # Recorded resolved and canonicalized (http(s) only): the page's own choice of crawl key.
-        canon = rules.canonicalizer.try_canonicalize(canonical, base) if canonical else None
-        canonical = canon.url if canon is not None else None
+        canon = (
+            rules.canonicalizer.try_canonicalize(doc.canonical, doc.base) if doc.canonical else None
+        )
         if policy.follow_canonical and canon is not None and canon.url != final_url:
             follow, feeds = [canon], ()  # the canonical is crawled instead of these links
-        noindex = policy.honor_noindex and "noindex" in directives
-        record = record_links(found, rules, entry.depth)
         batches = link_batches(entry.crawl_id, rules, follow, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)
         if feeds:
             feed_links = [Found(href, "feed") for href in feeds]
             batches = merge(
-                batches + group(rules, entry.crawl_id, feed_links, base, final_url, entry.depth + 1)
+                batches
+                + group(rules, entry.crawl_id, feed_links, doc.base, final_url, entry.depth + 1)
             )
-        page = page_record(
+        noindex = policy.honor_noindex and "noindex" in doc.directives
+        page = _page_record(
             d,
-            "new" if entry.revisit is None else "changed",
-            final_url=final_url,
-            status=result.status,
-            headers=result.headers,
-            content_type=result.content_type,
-            charset=result.charset,
-            title=title,
-            fetched_at=result.started_at,
-            elapsed_ms=result.elapsed_ms,
-            body_sha256=digest,
-            body_bytes=len(result.body),
-            outlinks=outlinks,
-            canonical=canonical,
+            result,
+            final_url,
+            digest,
+            doc,
+            record_links(found, rules, entry.depth),
+            outlinks,
+            canonical=canon.url if canon is not None else None,
             noindex=noindex,
-            redirects=result.redirects,
-            links=record.links,
-            links_total=record.total,
-            links_truncated=record.truncated,
-            # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
-            body=result.text if policy.wants_bodies() and not noindex else None,
         )
         outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
         return Report(outcome, page, batches)
+
+
+@dataclass
+class _Document:
+    """What parsing a response found: title, base, links, feeds, directives, canonical."""
+
+    title: str | None
+    base: str
+    links: list[Link]
+    header_follow: list[str]
+    feeds: tuple[str, ...]
+    directives: frozenset[str]
+    canonical: str | None
+
+
+def _read_document(d: Dispatch, result: FetchResult) -> _Document:
+    """Parse the body (HTML) and the headers (Link, X-Robots-Tag) of a page response."""
+    policy = d.rules.policy
+    directives: frozenset[str] = frozenset()
+    if policy.honor_x_robots_tag:
+        directives = x_robots_tag(result.headers, policy.user_agent)
+    header = page_rels(result.headers, result.final_url)
+    doc = _Document(None, result.final_url, [], header.follow, (), directives, header.canonical)
+    if result.text is not None:
+        parsed = parse_html(result.text, result.final_url, product_token=d.rules.token)
+        doc.title, doc.base = parsed.title, parsed.base
+        doc.canonical = parsed.canonical or doc.canonical
+        doc.directives = directives | parsed.meta_robots
+        doc.links = parsed.links
+        doc.feeds = parsed.feeds if policy.feeds else ()
+    return doc
+
+
+def _page_record(
+    d: Dispatch,
+    result: FetchResult,
+    final_url: str,
+    digest: str,
+    doc: _Document,
+    record: PageLinks,
+    outlinks: int,
+    *,
+    canonical: str | None,
+    noindex: bool,
+) -> Page:
+    entry = d.entry
+    assert entry is not None
+    policy = d.rules.policy
+    return page_record(
+        d,
+        "new" if entry.revisit is None else "changed",
+        final_url=final_url,
+        status=result.status,
+        headers=result.headers,
+        content_type=result.content_type,
+        charset=result.charset,
+        title=doc.title,
+        fetched_at=result.started_at,
+        elapsed_ms=result.elapsed_ms,
+        body_sha256=digest,
+        body_bytes=len(result.body),
+        outlinks=outlinks,
+        canonical=canonical,
+        noindex=noindex,
+        redirects=result.redirects,
+        links=record.links,
+        links_total=record.total,
+        links_truncated=record.truncated,
+        # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
+        body=result.text if policy.wants_bodies() and not noindex else None,
+    )
+
+
+def _failed(d: Dispatch, exc: FetchError, started: float) -> Report:
+    """The report of a fetch that raised: blocked, retried, or failed (a revisit: gone?)."""
+    if isinstance(exc, AddressBlocked):
+        # No request left this process: the attempt is not counted (started_at 0).
+        return Report(page_outcome(d, TerminalState.BLOCKED, started=0.0, error=f"blocked: {exc}"))
+    if isinstance(exc, FetchRetryable):
+        outcome = page_outcome(
+            d,
+            "retry",
+            started=started,
+            status=exc.status,
+            error=f"{exc.error_class}: {exc}",
+            retry_after=exc.retry_after,
+            backoff=True,
+        )
+        return Report(outcome)
+    status = getattr(exc, "status", None)
+    outcome = page_outcome(
+        d, TerminalState.FAILED, started=started, status=status, error=f"{exc.error_class}: {exc}"
+    )
+    assert d.entry is not None
+    previous = d.entry.revisit
+    gone = previous is not None and previous.gone >= 1 and status in GONE_STATUSES
+    return Report(outcome, gone_page(d, outcome) if gone else None)
+
+
+def _stopped(
+    d: Dispatch, result: FetchResult, final_url: str, redirect_target: list[str]
+) -> Report:
+    """A fetch that stopped early (too large, a content type, a redirect not followed); a
+    cross-origin redirect's target goes to its own origin's queue."""
+    entry = d.entry
+    assert entry is not None and result.stopped is not None
+    outcome = page_outcome(
+        d, result.stopped, started=result.sent_at, status=result.status, final_url=final_url
+    )
+    report = Report(outcome)
+    if redirect_target:
+        target = UrlRef(redirect_target[0], entry.depth, entry.url, entry.kind, entry.lastmod)
+        report.batches.append(
+            FrontierBatch(
+                crawl_id=entry.crawl_id,
+                origin=d.rules.canonicalizer.canonicalize(redirect_target[0]).origin,
+                urls=(target,),
+            )
+        )
+    return report

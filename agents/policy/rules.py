@@ -10,6 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.policy.requests import RequestPlan
 from streamcrawl.agents.policy.revisit import RevisitPolicy
 from streamcrawl.agents.robots.rules import RobotsRules, product_token
 from streamcrawl.agents.urls.canonical import Canonicalizer, CanonicalOptions
@@ -26,6 +27,8 @@ class CrawlRules:
     scope: Scope
     token: str
     revisit: RevisitPolicy | None = None  # None: each URL is fetched once
+    # What every request of the crawl carries, per origin (docs/requests.md).
+    requests: RequestPlan = field(default_factory=lambda: RequestPlan(common={}))
     _robots: OrderedDict[str, tuple[float, int | None, RobotsRules]] = field(
         default_factory=OrderedDict
     )
@@ -33,17 +36,20 @@ class CrawlRules:
 
     @classmethod
     def from_policy(cls, policy: CrawlPolicy) -> CrawlRules:
-        """``ConfigError`` if the policy's revisit bounds do not hold (one line)."""
+        """``ConfigError`` (one line) if the policy's revisit bounds do not hold, or a request
+        option is one a crawl may not have (``agents/policy/requests.py``)."""
         try:
             revisit = RevisitPolicy.from_policy(policy)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        scope = Scope.from_policy(policy)
         return cls(
             policy=policy,
             canonicalizer=Canonicalizer(CanonicalOptions.from_policy(policy)),
-            scope=Scope.from_policy(policy),
+            scope=scope,
             token=product_token(policy.user_agent),
             revisit=revisit,
+            requests=RequestPlan.from_policy(policy, scope),
         )
 
     def robots(self, state: OriginState) -> RobotsRules | None:

@@ -37,9 +37,9 @@ from mode import Service
 
 from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import ORIGINS
+from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.dispatch import Dispatcher, Ended
-from streamcrawl.agents.net.fetch import make_session
-from streamcrawl.agents.net.guard import AddressGuard
+from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.net.stages import Report, Stages
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.frontier_agent import Publisher
@@ -85,11 +85,13 @@ class FetchService(Service):
         page_bytes: int = 16 * 1024 * 1024,
         halted: Callable[[], bool] = lambda: False,
         rebalancing: Callable[[], bool] = lambda: False,
-        guard: AddressGuard | None = None,
+        core: CrawlCore | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.guard = guard if guard is not None else AddressGuard()  # public addresses only
+        # The stages' factory over the process's network; by default public addresses only,
+        # no proxy, no credentials.
+        self.core = core if core is not None else CrawlCore(Network())
         self.store = store
         self.view = view
         self.publish = publish
@@ -269,10 +271,7 @@ class FetchService(Service):
 
     # -- the loop -------------------------------------------------------------------------------
     async def on_start(self) -> None:
-        session = make_session(
-            CrawlPolicy(crawl_id="worker"), guard=self.guard, limit=self.concurrency
-        )
-        self._stages = Stages(session, self._seen)
+        self._stages = self.core.stages(self._seen)
         self.add_future(self._dispatch_loop())
 
     async def on_stop(self) -> None:
@@ -287,7 +286,7 @@ class FetchService(Service):
         await self._finish(self.dispatcher.in_flight(), STOP_GRACE)
         await self.links.close()
         if self._stages is not None:
-            await self._stages.session.close()
+            await self._stages.close()
 
     def _seen(self, crawl_id: str, url: str) -> bool:
         from streamcrawl.agents.frontier.records import seen_key
@@ -380,7 +379,7 @@ class FetchService(Service):
             self.scheduler.hold(d.origin, time.time() + wait)
             return None
         self._publish_errors = 0
-        if outcome.kind == "page" and not outcome.backoff and outcome.state != "retry":
+        if early_release(outcome):
             # Free the slot once the outcome is in Kafka, not when the frontier has applied it:
             # that round trip would otherwise be added to every request of the origin. Not
             # before the publish is acked: under load a publish can take longer than the delay,
@@ -444,3 +443,15 @@ class FetchService(Service):
         abandoned = sum(e.abandoned for e in ended)
         if abandoned:
             log.warning("abandoned %d requests in flight (their URLs will be refetched)", abandoned)
+
+
+def early_release(outcome: Outcome) -> bool:
+    """Whether the origin's slot is freed once the outcome is in Kafka (not when it is
+    applied): a page fetched without a backoff or a retry, that set no cookie (the next request
+    of the origin must carry the cookies the frontier stores from it)."""
+    return (
+        outcome.kind == "page"
+        and not outcome.backoff
+        and outcome.state != "retry"
+        and not outcome.set_cookies
+    )

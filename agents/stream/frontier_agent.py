@@ -41,6 +41,7 @@ from functools import partial
 from typing import Protocol
 
 from streamcrawl.agents.frontier.frontier import Admission, Frontier
+from streamcrawl.agents.frontier.settle import Effects, settle
 from streamcrawl.agents.frontier.store import Changes, Value
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.control import SharedView, budget_key
@@ -63,7 +64,6 @@ from streamcrawl.schemas.records import (
     FrontierBatch,
     OriginState,
     Outcome,
-    TerminalState,
     UrlStatus,
 )
 
@@ -241,9 +241,7 @@ class FrontierAgent:
         batch.ended, batch.refused, batch.fetch = [], [], None
         batch.revisits = Revisits(width=partial(_due_width, rules))
         if isinstance(record, FrontierBatch):
-            admission = self._admission(batch, part, where, record, rules)
-            if admission.state is not None and (admission.queued or admission.forced):
-                part.after.append(partial(self.hook.admitted, admission.state))
+            self._settle(batch, part, where, rules, None, [record])
         else:
             self._apply(batch, part, where, record, rules)
         # This partition's terminal-state counts, for `status` (replay-safe by offset).
@@ -264,12 +262,13 @@ class FrontierAgent:
         self, batch: _Batch, part: _Part, where: Where, outcome: Outcome, rules: CrawlRules
     ) -> None:
         """Admit the outcome's own-origin links, then apply it: one state change."""
+        links = []
         if outcome.links:
-            links = FrontierBatch(
-                crawl_id=outcome.crawl_id, origin=outcome.origin, urls=outcome.links
+            links.append(
+                FrontierBatch(crawl_id=outcome.crawl_id, origin=outcome.origin, urls=outcome.links)
             )
-            self._admission(batch, part, where, links, rules)
-        applied = self.frontier.apply(part.changes, outcome, rules)
+        applied = self._settle(batch, part, where, rules, outcome, links).applied
+        assert applied is not None
         batch.statuses(applied.statuses)
         if outcome.kind == "page" and outcome.started_at > 0 and not applied.replayed:
             seconds = outcome.finished_at - outcome.started_at  # for the slowest origins
@@ -281,57 +280,56 @@ class FrontierAgent:
             batch.retries += 1
         part.after.append(partial(self.hook.applied, outcome.origin, outcome.seq, applied.state))
 
-    def _admission(
+    def _settle(
         self,
         batch: _Batch,
         part: _Part,
         where: Where,
-        fb: FrontierBatch,
         rules: CrawlRules,
-        *,
-        canonical: bool = False,
-    ) -> Admission:
-        """``Frontier.admit`` within the crawl's page budget, its sends added to the batch.
+        outcome: Outcome | None,
+        links: list[FrontierBatch],
+    ) -> Effects:
+        """``settle`` within the crawl's page budget, its sends added to the batch.
 
         URLs of other origins (``Admission.misrouted``) whose partition this is too (a batch of
         links merged per partition, ``agents.stream.links.by_partition``) are admitted here,
         each origin's as its own batch, with this event's name (a replay finds them as it finds
         the key origin's); those of other partitions are re-sent keyed by their origin, not
         marked seen (a replay re-sends them)."""
-        budget = self._budget(part.changes, fb.crawl_id, rules, where.partition)
-        source = f"{where.topic}/{where.partition}@{where.offset}".encode()
-        admission = self.frontier.admit(
-            part.changes,
-            fb,
-            rules,
-            budget=budget,
-            source=source,
-            count_admitted=False,
-            canonical=canonical,
-        )
-        add_admitted(part.changes, where.partition, fb.crawl_id, len(admission.queued))
-        for origin, refs in admission.misrouted.items():
-            again = FrontierBatch(crawl_id=fb.crawl_id, origin=origin, urls=tuple(refs))
-            if partition_for(origin, self.partitions) != where.partition:
-                batch.send("frontier", [(origin.encode(), encode(again))])
-                continue
-            # Canonicalized by ``admit`` just now, with these rules: not again.
-            other = self._admission(batch, part, where, again, rules, canonical=True)
-            if other.state is not None and (other.queued or other.forced):
-                part.after.append(partial(self.hook.admitted, other.state))
-        batch.statuses(admission.statuses)
-        batch.refused.extend(admission.statuses)  # ended at admission: never queued
-        denied = sum(s.state is TerminalState.ROBOTS_DENIED for s in admission.statuses)
-        if denied:  # a dispatch counts the others (``Metrics.fetched``)
-            self.metrics.robots_denied.inc(denied)
-        batch.revisits.moves = [*batch.revisits.moves, *admission.moves]
-        batch.duplicates += admission.duplicates
-        batch.admitted += len(admission.queued)
-        if admission.queued and budget is not None:
-            part.budgets.add(fb.crawl_id)
-        return admission
 
-    def _budget(self, ch: Changes, crawl_id: str, rules: CrawlRules, partition: int) -> int | None:
+        def admitted(fb: FrontierBatch, admission: Admission) -> None:
+            add_admitted(part.changes, where.partition, fb.crawl_id, len(admission.queued))
+
+        effects = settle(
+            self.frontier,
+            part.changes,
+            rules,
+            outcome,
+            links,
+            budget=partial(self._budget, part.changes, rules=rules, partition=where.partition),
+            local=lambda origin: partition_for(origin, self.partitions) == where.partition,
+            source=f"{where.topic}/{where.partition}@{where.offset}".encode(),
+            count_admitted=False,
+            admitted=admitted,
+        )
+        for again in effects.elsewhere:
+            batch.send("frontier", [(again.origin.encode(), encode(again))])
+        for state in effects.touched:
+            if outcome is None or state.origin != outcome.origin:  # that one: ``applied``
+                part.after.append(partial(self.hook.admitted, state))
+        batch.statuses(effects.refused)
+        batch.refused.extend(effects.refused)  # ended at admission: never queued
+        if effects.robots_denied:  # a dispatch counts the others (``Metrics.fetched``)
+            self.metrics.robots_denied.inc(effects.robots_denied)
+        batch.revisits.moves = [*batch.revisits.moves, *effects.moves]
+        batch.duplicates += effects.duplicates
+        batch.admitted += effects.admitted
+        part.budgets |= effects.budgeted
+        return effects
+
+    def _budget(
+        self, ch: Changes, crawl_id: str, *, rules: CrawlRules, partition: int
+    ) -> int | None:
         """How many more URLs this batch may queue. Overshoot is bounded by what the other
         partitions admitted since they last published (one batch each, in flight)."""
         max_pages = rules.policy.max_pages

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import logging
 import sys
 import tempfile
@@ -22,7 +23,7 @@ import pytest
 
 from streamcrawl.agents.sinks.warc import index as warc_index
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.schemas.records import CookiePreset, CrawlPolicy, OriginAuth, RequestHeader
 from streamcrawl.topology.admin import generation
 from streamcrawl.topology.admin import status as status_module
 from streamcrawl.topology.admin import topics as admin
@@ -142,7 +143,9 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         monkeypatch.setattr(worker_run, "make_worker", make_worker)
         monkeypatch.setattr(worker_run, "check_services", lambda settings: None)
         monkeypatch.setattr(generation, "resolve", lambda settings, strict=False: settings)
-        monkeypatch.setattr(app_module, "create_app", lambda settings: None)
+        monkeypatch.setattr(app_module, "create_app", lambda settings, **kwargs: None)
+        monkeypatch.setenv("STREAMCRAWL_CREDENTIAL_SITE", "bearer:t")  # --auth-for's
+        monkeypatch.setenv("STREAMCRAWL_CREDENTIAL_PX", "basic:u:p")  # --proxy-credential's
         monkeypatch.setattr(admin, "publish_control", publish_control)
         monkeypatch.setattr(admin, "assign_all", assign_all)
         monkeypatch.setattr(admin, "consume_to_end", consume_to_end)
@@ -254,7 +257,42 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
         policy("max_fetches_per_hour"),
         600,
     ),
+    "--header": (
+        ["--header", "X-A: 1"],
+        policy("headers"),
+        (RequestHeader(name="X-A", value="1"),),
+    ),
+    "--header-for": (
+        ["--header-for", "HTTP://127.0.0.1:9", "X-B:  2 "],
+        policy("headers"),
+        (RequestHeader(name="X-B", value="2", origin="http://127.0.0.1:9"),),
+    ),
+    "--cookies": (["--cookies"], policy("cookies"), True),
+    "--cookie-for": (
+        ["--cookie-for", "http://127.0.0.1:9", "sid=1"],
+        lambda seen: (seen["policy"].cookie_presets, seen["policy"].cookies),
+        ((CookiePreset(origin="http://127.0.0.1:9", cookie="sid=1"),), True),
+    ),
+    "--auth-for": (
+        ["--auth-for", "http://127.0.0.1:9", "SITE"],
+        policy("auth"),
+        (OriginAuth(origin="http://127.0.0.1:9", credential="SITE"),),
+    ),
+    "--warc-credentials": (["--warc-credentials", "keep"], policy("warc_credentials"), "keep"),
 }
+
+PROXY = ["--proxy", "http://127.0.0.1:3128"]
+CREDENTIALS_DIR = Path(tempfile.mkdtemp(prefix="streamcrawl-test-flags-"))
+(CREDENTIALS_DIR / "FILED").write_text("bearer:from-a-file\n")
+
+
+def network(seen: dict[str, Any]) -> Any:
+    return seen["network"]
+
+
+def proxy(seen: dict[str, Any]) -> Any:
+    return seen["network"].proxy
+
 
 SERVICE_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] = {
     "--kafka-bootstrap": (
@@ -303,8 +341,24 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
     ("crawl", "--no-progress"): (["--no-progress"], lambda seen: seen["progress"], False),
     ("crawl", "--allow-network"): (
         ["--allow-network", "10.1.0.0/16"],
-        lambda seen: seen["allow_networks"],
-        "10.1.0.0/16",
+        lambda seen: network(seen).guard.allow,
+        (ipaddress.ip_network("10.1.0.0/16"),),
+    ),
+    ("crawl", "--proxy"): (PROXY, lambda seen: proxy(seen) and proxy(seen).url, PROXY[1]),
+    ("crawl", "--no-proxy-for"): (
+        [*PROXY, "--no-proxy-for", "A.test"],
+        lambda seen: proxy(seen) and proxy(seen).route("http://x.a.test/") is None,
+        True,
+    ),
+    ("crawl", "--proxy-credential"): (
+        [*PROXY, "--proxy-credential", "PX"],
+        lambda seen: proxy(seen) and proxy(seen).auth.encode(),
+        "Basic dTpw",
+    ),
+    ("crawl", "--credentials-dir"): (
+        ["--credentials-dir", str(CREDENTIALS_DIR)],
+        lambda seen: network(seen).credentials.get("FILED") is not None,
+        True,
     ),
     ("demo", "--out"): (
         ["--out", "/x/demo"],
@@ -323,6 +377,18 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         ["--allow-network", "10.2.0.0/16"],
         setting("allow_networks"),
         "10.2.0.0/16",
+    ),
+    ("worker", "--proxy"): (PROXY, setting("proxy"), PROXY[1]),
+    ("worker", "--no-proxy-for"): (["--no-proxy-for", "a.test"], setting("no_proxy_for"), "a.test"),
+    ("worker", "--proxy-credential"): (
+        ["--proxy-credential", "PX"],
+        setting("proxy_credential"),
+        "PX",
+    ),
+    ("worker", "--credentials-dir"): (
+        ["--credentials-dir", "/x/creds"],
+        setting("credentials_dir"),
+        Path("/x/creds"),
     ),
     ("pages", "--crawl-id"): (["--crawl-id", "other"], lambda seen: seen["stdout"], ""),
     ("pages", "--follow"): (["--follow"], lambda seen: seen["follow"], True),

@@ -48,7 +48,7 @@ def follow(_: str) -> str | None:
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    s = make_session(POLICY, guard=LOOPBACK_GUARD)
+    s = make_session(guard=LOOPBACK_GUARD)
     yield s
     await s.close()
 
@@ -377,7 +377,7 @@ def test_join_headers() -> None:
 async def test_sent_at_is_when_the_request_left() -> None:
     policy = CrawlPolicy(crawl_id="t")
     async with RecordingServer({"/": html("<title>x</title>")}) as srv:
-        session = make_session(policy, guard=LOOPBACK_GUARD)
+        session = make_session(guard=LOOPBACK_GUARD)
         try:
             before = time.time()
             result = await fetch(session, srv.url("/"), policy, hop_check=lambda _t: None)

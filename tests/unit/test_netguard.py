@@ -116,7 +116,7 @@ RESOLVER_ANSWERS = {
 async def guarded() -> AsyncIterator[tuple[aiohttp.ClientSession, StaticResolver]]:
     resolver = StaticResolver(RESOLVER_ANSWERS)
     guard = AddressGuard(parse_networks(["127.0.0.1/32"]))
-    session = make_session(POLICY, guard=guard, resolver=resolver)
+    session = make_session(guard=guard, resolver=resolver)
     yield session, resolver
     await session.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.schemas.records import CookiePreset, CrawlPolicy, OriginAuth, RequestHeader
 from streamcrawl.topology.cli.main import build_parser
 from streamcrawl.topology.cli.options import policy_from_args
 
@@ -52,6 +52,14 @@ FLAGS = [
     (["--recrawl-after", "1d", "--recrawl-mode", "fixed"], "recrawl_mode", "fixed"),
     (["--recrawl-jitter", "0.3"], "recrawl_jitter", 0.3),
     (["--max-fetches-per-hour", "100"], "max_fetches_per_hour", 100),
+    (["--header", "X-A: 1"], "headers", (RequestHeader(name="X-A", value="1"),)),
+    (["--cookies"], "cookies", True),
+    (
+        ["--auth-for", "https://example.org", "SITE"],
+        "auth",
+        (OriginAuth(origin="https://example.org", credential="SITE"),),
+    ),
+    (["--warc-credentials", "keep"], "warc_credentials", "keep"),
 ]
 
 
@@ -68,6 +76,13 @@ def test_each_flag_reaches_its_field(flag: list[str], field: str, value: object)
     assert changed - {"connect_timeout"} - ({"recrawl_after"} - {field}) == {field}
 
 
+def test_a_cookie_preset_turns_the_jar_on() -> None:
+    args = ["crawl", URL, "--cookie-for", "https://example.org", "sid=a1"]
+    policy = policy_from_args(build_parser().parse_args(args), [URL], "c1")
+    assert policy.cookies is True
+    assert policy.cookie_presets == (CookiePreset(origin="https://example.org", cookie="sid=a1"),)
+
+
 # Fields no flag sets: the record's identity, derived values (connect_timeout) and tuning
 # left at the record's defaults. A new field needs a flag tested above, or a place here.
 NO_FLAG = {
@@ -77,6 +92,7 @@ NO_FLAG = {
     "recrawl_at",  # set by `streamcrawl recrawl`, not by a flag of crawl or seed
     "keep_versions",  # seed's own --keep-versions (tests/unit/test_cli_flags.py)
     "warc",  # seed's --warc, crawl's --warc DIR: own flags (tests/unit/test_cli_flags.py)
+    "cookie_presets",  # --cookie-for: test_a_cookie_preset_turns_the_jar_on
 }  # fmt: skip
 
 

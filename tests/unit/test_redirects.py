@@ -64,7 +64,7 @@ AGREEMENT = [
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    s = make_session(POLICY, guard=LOOPBACK_GUARD)
+    s = make_session(guard=LOOPBACK_GUARD)
     yield s
     await s.close()
 

@@ -223,7 +223,7 @@ def test_any_body_any_url_never_raises(body: bytes | str) -> None:
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    s = make_session(POLICY, guard=LOOPBACK_GUARD)
+    s = make_session(guard=LOOPBACK_GUARD)
     yield s
     await s.close()
 

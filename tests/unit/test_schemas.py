@@ -174,8 +174,8 @@ def test_earlier_versions_stay_published_and_their_records_still_decode(
     assert decode(topic, json.dumps(value)) == msgspec.structs.replace(SAMPLES[topic][0], v=version)
 
 
-def test_versions_1_to_5_are_accepted() -> None:
-    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5] and SCHEMA_VERSION == 5
+def test_versions_1_to_6_are_accepted() -> None:
+    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5, 6] and SCHEMA_VERSION == 6
 
 
 @pytest.mark.parametrize("version", [v for v in FROZEN if v < 3])

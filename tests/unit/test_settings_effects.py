@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,22 @@ SASL = {
     "kafka_sasl_username": "crawler",
     "kafka_sasl_password": SecretStr("s3cret"),
 }
+
+
+PROXY = "http://127.0.0.1:3128"
+CREDENTIALS_DIR = Path(tempfile.mkdtemp(prefix="streamcrawl-test-settings-"))
+(CREDENTIALS_DIR / "FILED").write_text("bearer:from-a-file\n")
+
+
+def proxy_of(built: Built) -> Any:
+    return built.fetch["core"].network.proxy
+
+
+def proxy_auth(build: Callable[[Settings], Built], s: Settings, mp: pytest.MonkeyPatch) -> Any:
+    """The proxy's Proxy-Authorization, with the credential it names held by the process."""
+    mp.setenv("STREAMCRAWL_CREDENTIAL_PX", "basic:u:p")
+    auth = proxy_of(build(s)).auth
+    return auth.encode() if auth is not None else None
 
 
 @dataclass
@@ -350,7 +367,27 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
     "allow_networks": (
         {},
         "10.9.0.0/16",
-        lambda s, build, mp: build(s).fetch["guard"].allows("10.9.8.7"),
+        lambda s, build, mp: build(s).fetch["core"].network.guard.allows("10.9.8.7"),
+        True,
+    ),
+    # what a proxy does to a crawl: tests/integration/test_requests.py
+    "proxy": ({}, PROXY, lambda s, build, mp: proxy_of(build(s)) and proxy_of(build(s)).url, PROXY),
+    "no_proxy_for": (
+        {"proxy": PROXY},
+        "a.test",
+        lambda s, build, mp: proxy_of(build(s)).route("http://x.a.test/") is None,
+        True,
+    ),
+    "proxy_credential": (
+        {"proxy": PROXY},
+        "PX",
+        lambda s, build, mp: proxy_auth(build, s, mp),
+        "Basic dTpw",
+    ),
+    "credentials_dir": (
+        {},
+        CREDENTIALS_DIR,
+        lambda s, build, mp: build(s).fetch["core"].network.credentials.get("FILED") is not None,
         True,
     ),
     "cassandra_local_dc": ({}, "dc7", lambda s, b, mp: cassandra(s, mp)["local_dc"], "dc7"),

@@ -31,7 +31,7 @@ def run_worker(monkeypatch: pytest.MonkeyPatch) -> WorkerRun:
     built: list[tuple[int, int, int]] = []
     ran: list[tuple[str, Settings, tuple[int, int, int]]] = []
 
-    def create_app(settings: Settings) -> Settings:
+    def create_app(settings: Settings, **kwargs: object) -> Settings:
         built.append(gc.get_threshold())
         return settings
 

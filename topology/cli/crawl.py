@@ -10,15 +10,19 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.schemas.records import CrawlPolicy
+
+if TYPE_CHECKING:
+    from streamcrawl.agents.net.network import Network
 from streamcrawl.topology.cli.options import (
     EXIT_INTERRUPTED,
     WARC_MAX_SIZE,
-    allowed_networks,
+    network_from_args,
     policy_from_args,
 )
 from streamcrawl.topology.worker.gc_thresholds import tune_gc
@@ -36,6 +40,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         policy = msgspec.structs.replace(policy, warc=True)
     # A crawl process, as a worker is: the same garbage collector thresholds (the measurement
     # for this command: docs/performance.md, "The garbage collector").
+    network = network_from_args(args, limit=args.concurrency)
+    # A crawl that names a credential this process lacks: one line, nothing crawled.
+    network.credentials.require(a.credential for a in policy.auth)
     tune_gc()
     summary = run_embedded(
         policy,
@@ -44,7 +51,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         progress=not args.no_progress and sys.stderr.isatty(),
         as_json=args.json,
-        allow_networks=allowed_networks(args),
+        network=network,
         warc=args.warc,
         warc_max_size=args.warc_max_size,
     )
@@ -59,20 +66,22 @@ def run_embedded(
     concurrency: int,
     progress: bool,
     as_json: bool,
-    allow_networks: str = "",
+    network: Network | None = None,
     warc: Path | None = None,
     warc_max_size: int = WARC_MAX_SIZE,
 ) -> dict[str, object]:
     """Run an embedded crawl with the progress bar and print the summary.
 
-    ``allow_networks``: comma-separated CIDRs for the SSRF guard (``ConfigError`` if bad).
-    ``warc``: the directory of the crawl's WARC files (``policy.warc`` must be set).
+    ``network``: the process's side of the requests (SSRF guard, proxy, credentials; default:
+    public addresses only). ``warc``: the directory of the crawl's WARC files (``policy.warc``
+    must be set).
     """
-    from streamcrawl.agents.net.guard import parse_networks
+    from streamcrawl.agents.net.core import CrawlCore
+    from streamcrawl.agents.net.network import Network
     from streamcrawl.topology.cli.progress import ProgressBar, print_summary
     from streamcrawl.topology.embedded.runner import EmbeddedCrawl, install_signal_handlers
 
-    networks = parse_networks([allow_networks])
+    core = CrawlCore(network if network is not None else Network(limit=concurrency))
 
     async def go() -> dict[str, object]:
         crawl = EmbeddedCrawl(
@@ -80,7 +89,7 @@ def run_embedded(
             out_dir=out,
             state_dir=state_dir,
             concurrency=concurrency,
-            allow_networks=networks,
+            core=core,
             warc=warc,
             warc_max_size=warc_max_size,
         )

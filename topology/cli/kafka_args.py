@@ -15,7 +15,7 @@ from typing import Any
 from streamcrawl.topology.cli.options import (
     WARC_MAX_SIZE,
     _policy_value,
-    add_allow_network_flag,
+    add_network_flags,
     add_policy_flags,
     byte_size,
 )
@@ -51,7 +51,7 @@ def add_kafka_commands(sub: Any) -> None:
     worker.add_argument(
         "--concurrency", type=int, help="fetches in flight (env STREAMCRAWL_CONCURRENCY)"
     )
-    add_allow_network_flag(worker)
+    add_network_flags(worker)
 
     seed = sub.add_parser("seed", help="publish a crawl spec and its seed URLs")
     seed.add_argument("urls", nargs="*", metavar="URL")

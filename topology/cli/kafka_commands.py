@@ -352,6 +352,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         concurrency=getattr(args, "concurrency", None),
         allow_networks=",".join(getattr(args, "allow_network", [])) or None,
         log_level=getattr(args, "log_level", None),
+        proxy=getattr(args, "proxy", None),
+        no_proxy_for=",".join(getattr(args, "no_proxy_for", [])) or None,
+        proxy_credential=getattr(args, "proxy_credential", None),
+        credentials_dir=getattr(args, "credentials_dir", None),
     )
     run.run(settings)
     return 0  # not reached: the worker exits the process itself
@@ -367,11 +371,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
     not given). Raises ConfigError for a policy that does not hold, defaults included, and
     CrawlError if Kafka is unreachable or refuses a message.
     """
-    from streamcrawl.agents.content.listings import seed_sitemaps
+    from streamcrawl.agents.content.listings import plan_seeds
     from streamcrawl.agents.errors import ConfigError
     from streamcrawl.agents.policy.rules import CrawlRules
     from streamcrawl.schemas.codec import encode
-    from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
+    from streamcrawl.schemas.records import CrawlPolicy
 
     settings = _settings(args)
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
@@ -394,17 +398,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     # seed's own policy flags (topology/cli/kafka_args.py), bounded by their argparse types
     policy = msgspec.structs.replace(policy, keep_versions=args.keep_versions, warc=args.warc)
     admin.publish_control(settings, policy)  # the spec first: workers wait for it, bounded
-    rules = CrawlRules.from_policy(policy)
-    by_origin: dict[str, list[UrlRef]] = {}
-    for seed in policy.seeds:
-        canon = rules.canonicalizer.canonicalize(seed)
-        by_origin.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
-    for sitemaps in seed_sitemaps(rules):  # --sitemap URLs, queued as sitemaps
-        by_origin.setdefault(sitemaps.origin, []).extend(sitemaps.urls)
-    batches = (
-        FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs))
-        for origin, refs in by_origin.items()
-    )
+    batches = plan_seeds(CrawlRules.from_policy(policy))
     settings = generation.resolve(settings)  # the frontier of the generation served
     admin.publish(settings, "frontier", ((b.origin.encode(), encode(b)) for b in batches), "seeds")
     print(crawl_id)

@@ -15,7 +15,7 @@ from streamcrawl.topology.cli.options import (
     EXIT_USAGE,
     WARC_MAX_SIZE,
     OneLineParser,
-    add_allow_network_flag,
+    add_network_flags,
     add_policy_flags,
     byte_size,
     positive_int,
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="start a new WARC file past SIZE (e.g. 500M; default 1G)",
     )
-    add_allow_network_flag(crawl)
+    add_network_flags(crawl)
     add_policy_flags(crawl)
 
     demo = sub.add_parser("demo", help="serve a small bundled site on 127.0.0.1 and crawl it")

@@ -11,13 +11,17 @@ import argparse
 import functools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, get_type_hints
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, get_type_hints
 
 import msgspec
 
 from streamcrawl.agents.errors import ConfigError, InvalidURL
 from streamcrawl.schemas.codec import BadMessage, check
 from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlId, CrawlPolicy
+
+if TYPE_CHECKING:
+    from streamcrawl.agents.net.network import Network
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -242,6 +246,81 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         help="adaptive: longer after no change, shorter after a change; fixed: every "
         "--recrawl-after (default %(default)s)",
     )
+    add_request_flags(p)
+
+
+def add_request_flags(p: argparse.ArgumentParser) -> None:
+    """What the crawl's requests carry (docs/requests.md); part of the crawl spec, so no
+    secret: credentials are named here and held by the process."""
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="send this header with every request of the crawl, robots.txt included "
+        "(repeatable; framing, hop-by-hop and credential headers are refused)",
+    )
+    p.add_argument(
+        "--header-for",
+        action="append",
+        default=[],
+        nargs=2,
+        metavar=("ORIGIN", "'NAME: VALUE'"),
+        help="send this header with the requests to ORIGIN only (repeatable)",
+    )
+    p.add_argument(
+        "--cookies",
+        action="store_true",
+        help="keep a cookie jar per origin (RFC 6265): send back the cookies sites set",
+    )
+    p.add_argument(
+        "--cookie-for",
+        action="append",
+        default=[],
+        nargs=2,
+        metavar=("ORIGIN", "NAME=VALUE"),
+        help="start ORIGIN's jar with this cookie (repeatable; implies --cookies)",
+    )
+    p.add_argument(
+        "--auth-for",
+        action="append",
+        default=[],
+        nargs=2,
+        metavar=("ORIGIN", "NAME"),
+        help="send ORIGIN (only) the credential NAME, whose value the process holds: "
+        "STREAMCRAWL_CREDENTIAL_<NAME> or a file NAME in STREAMCRAWL_CREDENTIALS_DIR",
+    )
+    p.add_argument(
+        "--warc-credentials",
+        choices=("redact", "keep"),
+        default="redact",
+        help="WARC request records: credential and cookie values replaced by a mark "
+        "(redact, the default) or archived as sent (keep)",
+    )
+
+
+def request_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``CrawlPolicy`` request fields of the flags; ``ConfigError`` (one line) for a
+    malformed or forbidden header, a malformed cookie or origin."""
+    from streamcrawl.agents.policy.requests import check_cookie, parse_header, parse_origin
+    from streamcrawl.schemas.records import CookiePreset, OriginAuth, RequestHeader
+
+    headers = [RequestHeader(name=n, value=v) for n, v in map(parse_header, args.header)]
+    for origin, text in args.header_for:
+        name, value = parse_header(text)
+        headers.append(RequestHeader(name=name, value=value, origin=parse_origin(origin)))
+    presets = []
+    for origin, pair in args.cookie_for:
+        check_cookie(pair)
+        presets.append(CookiePreset(origin=parse_origin(origin), cookie=pair))
+    auth = [OriginAuth(origin=parse_origin(o), credential=n) for o, n in args.auth_for]
+    return {
+        "headers": tuple(headers),
+        "cookies": bool(args.cookies or presets),
+        "cookie_presets": tuple(presets),
+        "auth": tuple(auth),
+        "warc_credentials": args.warc_credentials,
+    }
 
 
 def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
@@ -266,17 +345,15 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         recrawl_mode=args.recrawl_mode,
         **numbers,
         **switches,
+        **request_fields(args),
     )
     try:
         policy = check(policy)
     except BadMessage as exc:
         raise ConfigError(str(exc)) from None
-    from streamcrawl.agents.policy.revisit import RevisitPolicy
+    from streamcrawl.agents.policy.rules import CrawlRules
 
-    try:
-        RevisitPolicy.from_policy(policy)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    CrawlRules.from_policy(policy)  # ConfigError: revisit bounds, request options, scope
     if policy.recrawl_after is None and any(
         getattr(args, f) is not None for f in ("recrawl_min", "recrawl_max", "recrawl_feed_min")
     ):
@@ -309,6 +386,57 @@ def add_allow_network_flag(p: argparse.ArgumentParser) -> None:
         "STREAMCRAWL_ALLOW_NETWORKS; default: public addresses only, plus the seeds' own "
         "addresses for crawl)",
     )
+
+
+def add_network_flags(p: argparse.ArgumentParser) -> None:
+    """The process's network of ``crawl`` and ``worker`` (docs/requests.md): the SSRF guard's
+    allow-list, the egress proxy, the credentials folder. Never part of a crawl spec."""
+    add_allow_network_flag(p)
+    p.add_argument(
+        "--proxy",
+        metavar="URL",
+        help="send every request through this HTTP proxy, http://host:port (https targets "
+        "through CONNECT; env STREAMCRAWL_PROXY)",
+    )
+    p.add_argument(
+        "--no-proxy-for",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="fetch HOST and its subdomains directly (repeatable; env STREAMCRAWL_NO_PROXY_FOR)",
+    )
+    p.add_argument(
+        "--proxy-credential",
+        metavar="NAME",
+        help="the credential (basic:USER:PASSWORD) sent to the proxy (env "
+        "STREAMCRAWL_PROXY_CREDENTIAL)",
+    )
+    p.add_argument(
+        "--credentials-dir",
+        type=Path,
+        metavar="DIR",
+        help="folder of credential files, one per NAME (env STREAMCRAWL_CREDENTIALS_DIR)",
+    )
+
+
+def network_from_args(args: argparse.Namespace, *, limit: int) -> Network:
+    """The process's network of ``crawl`` from its flags, else ``STREAMCRAWL_*``; ``ConfigError``
+    (one line) for a bad allow-list or proxy, or a proxy credential this process lacks."""
+    from streamcrawl.agents.net.credentials import Credentials
+    from streamcrawl.agents.net.guard import AddressGuard, parse_networks
+    from streamcrawl.agents.net.network import Network
+    from streamcrawl.agents.net.proxy import proxy_setting
+
+    env = os.environ
+    credentials = Credentials(directory=args.credentials_dir)
+    proxy = proxy_setting(
+        args.proxy or env.get("STREAMCRAWL_PROXY"),
+        ",".join(args.no_proxy_for) or env.get("STREAMCRAWL_NO_PROXY_FOR", ""),
+        args.proxy_credential or env.get("STREAMCRAWL_PROXY_CREDENTIAL"),
+        credentials,
+    )
+    guard = AddressGuard(parse_networks([allowed_networks(args)]))
+    return Network(guard=guard, credentials=credentials, proxy=proxy, limit=limit)
 
 
 def allowed_networks(args: argparse.Namespace) -> str:

@@ -19,24 +19,25 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from streamcrawl.agents.content.listings import merge, seed_sitemaps
+from streamcrawl.agents.content.listings import plan_seeds
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.frontier.frontier import Applied, Frontier
 from streamcrawl.agents.frontier.records import admitted_count, decode_origin, load_origin, seen_key
 from streamcrawl.agents.frontier.scheduler import Scheduler
+from streamcrawl.agents.frontier.settle import settle
 from streamcrawl.agents.frontier.store import META, ORIGINS, Changes, RocksStore, Store
+from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.dispatch import Dispatcher, Ended
-from streamcrawl.agents.net.fetch import Resolver, make_session
+from streamcrawl.agents.net.fetch import Resolver
 from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
-from streamcrawl.agents.net.stages import Report, Stages
+from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.net.stages import Report
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.sinks.files import JsonlOutput
 from streamcrawl.schemas.records import (
     CrawlPolicy,
-    FrontierBatch,
     OriginState,
     Page,
-    UrlRef,
     UrlStatus,
 )
 
@@ -101,17 +102,21 @@ class EmbeddedCrawl:
         resolver: Resolver | None = None,
         warc: Path | None = None,
         warc_max_size: int = 1 << 30,
+        core: CrawlCore | None = None,
     ) -> None:
-        """``allow_networks``: non-public networks fetches may reach (the SSRF guard); the
-        addresses the seeds' hosts resolve to at start are always allowed, so a local crawl
-        works, but a link to any other non-public address is refused (``blocked``).
-        ``resolver``: aiohttp's DNS resolver instead of the system's (tests). ``warc``: the
-        directory of the WARC archive of a crawl with ``policy.warc`` (docs/warc.md)."""
+        """``core``: the factory of the stages, over the process's network (proxy, credentials,
+        SSRF guard); without it, one with the guard of ``allow_networks`` (non-public networks
+        fetches may reach) and ``resolver`` (aiohttp's DNS resolver instead of the system's:
+        tests), no proxy and no credentials. Either way the addresses the seeds' hosts resolve
+        to at start are allowed too, so a local crawl works, but a link to any other non-public
+        address is refused (``blocked``). ``warc``: the directory of the WARC archive of a
+        crawl with ``policy.warc`` (docs/warc.md)."""
         if policy.warc and warc is None:
             raise ConfigError("a crawl that archives (policy.warc) needs a WARC directory")
         self.policy = policy
-        self.allow_networks = tuple(allow_networks)
-        self.resolver = resolver
+        if core is None:
+            core = CrawlCore(Network(AddressGuard(allow_networks), resolver=resolver))
+        self.core = core
         self.rules = CrawlRules.from_policy(policy)
         self.out_dir = out_dir
         self.concurrency = concurrency
@@ -147,17 +152,9 @@ class EmbeddedCrawl:
             if state.head < state.tail or state.lanes:
                 self.scheduler.track(state)
                 self.summary.queued += state.tail - state.head
-        seeds: dict[str, list[UrlRef]] = {}
-        for seed in self.policy.seeds:
-            canon = self.rules.canonicalizer.canonicalize(seed)
-            seeds.setdefault(canon.origin, []).append(UrlRef(canon.url, 0, None))
         ch = Changes(self.store)
         statuses = []
-        batches = [
-            FrontierBatch(crawl_id=self.policy.crawl_id, origin=origin, urls=tuple(refs))
-            for origin, refs in seeds.items()
-        ]
-        for batch in merge([*batches, *seed_sitemaps(self.rules)]):
+        for batch in plan_seeds(self.rules):
             admission = self.frontier.admit(ch, batch, self.rules, budget=self._budget(ch))
             statuses.extend(admission.statuses)
             self.summary.queued += len(admission.queued)
@@ -221,28 +218,24 @@ class EmbeddedCrawl:
     def _apply_one(
         self, ch: Changes, report: Report
     ) -> tuple[Report, list[UrlStatus], list[OriginState], Applied]:
-        """Admit one report's links and apply its outcome in ``ch``: the statuses it ends, the
+        """Settle one report in ``ch`` (``agents.frontier.settle``): the statuses it ends, the
         origins whose queues it added to, what the frontier did with the outcome."""
-        statuses = []
-        touched: list[OriginState] = []
-        pending = list(report.batches)
-        while pending:
-            batch = pending.pop()
-            # The stages canonicalized every URL with these rules and keyed each batch by
-            # their origin: nothing to canonicalize again, nothing misrouted.
-            admission = self.frontier.admit(
-                ch, batch, self.rules, budget=self._budget(ch), canonical=True
-            )
-            statuses.extend(admission.statuses)
-            self.summary.duplicates += admission.duplicates
-            self.summary.queued += len(admission.queued)
-            if admission.state is not None and (admission.queued or admission.forced):
-                touched.append(admission.state)
-            for origin, refs in admission.misrouted.items():
-                pending.append(
-                    FrontierBatch(crawl_id=batch.crawl_id, origin=origin, urls=tuple(refs))
-                )
-        applied = self.frontier.apply(ch, report.outcome, self.rules)
+        # The stages canonicalized every URL with these rules and keyed each batch by its
+        # origin: nothing to canonicalize again; this store holds every origin.
+        effects = settle(
+            self.frontier,
+            ch,
+            self.rules,
+            report.outcome,
+            report.batches,
+            budget=lambda _crawl_id: self._budget(ch),
+            canonical=True,
+        )
+        applied = effects.applied
+        assert applied is not None
+        statuses = list(effects.refused)
+        self.summary.duplicates += effects.duplicates
+        self.summary.queued += effects.admitted
         if not applied.replayed:  # committed with the state: a repeat would be a second line
             statuses.extend(applied.statuses)
             if not applied.revisit:
@@ -251,7 +244,7 @@ class EmbeddedCrawl:
             self.summary.retries += 1
         if applied.revisit and not applied.retried:
             self.summary.revisits += 1
-        return report, statuses, touched, applied
+        return report, statuses, effects.touched, applied
 
     async def run(self, progress: ProgressHook | None = None) -> Summary:
         """Crawl until every queued URL has a terminal state, or until ``stop()``."""
@@ -272,10 +265,10 @@ class EmbeddedCrawl:
                 info={"isPartOf": self.policy.crawl_id},
             )
         self._restore()
-        session = make_session(
-            self.policy, guard=await self._guard(), limit=self.concurrency, resolver=self.resolver
-        )
-        stages = Stages(session, self._seen)
+        seeds = await seed_addresses((*self.policy.seeds, *self.policy.sitemap_seeds))
+        if seeds:
+            log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
+        stages = self.core.stages(self._seen, allow=seeds)
         try:
             while not self._stopping.is_set():
                 room = self._dispatcher.room()
@@ -294,19 +287,13 @@ class EmbeddedCrawl:
             elif self._stopping.is_set():
                 self.summary.interrupted = True
         finally:
-            await session.close()
+            await stages.close()
             self.summary.elapsed = time.monotonic() - started
             if self.warc is not None:
                 self.warc.close()
             self.sink.close()
             self.store.close()
         return self.summary
-
-    async def _guard(self) -> AddressGuard:
-        seeds = await seed_addresses((*self.policy.seeds, *self.policy.sitemap_seeds))
-        if seeds:
-            log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
-        return AddressGuard(self.allow_networks).with_addresses(seeds)
 
     async def _wait(self) -> None:
         """Sleep until a request ends, ``stop()`` or the next ready time; apply the reports of

@@ -30,6 +30,7 @@ from faust.types import TP
 from faust.web import Request, Response, View
 from mode import Service
 
+from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.sinks.contract import Sink
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.fetch_service import FetchService
@@ -72,8 +73,11 @@ def broker_urls(settings: Settings) -> list[str]:
     return [f"kafka://{host}" for host in settings.kafka_bootstrap.split(",")]
 
 
-def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
-    """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests)."""
+def create_app(
+    settings: Settings, *, sink: Sink | None = None, core: CrawlCore | None = None
+) -> faust.App:
+    """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests); ``core``
+    builds the stages (default: over ``settings.network()``: guard, proxy, credentials)."""
     app = faust.App(
         app_id(settings),
         broker=broker_urls(settings),
@@ -203,7 +207,7 @@ def create_app(settings: Settings, *, sink: Sink | None = None) -> faust.App:
         max_origins=settings.max_origins_in_memory,
         halted=lambda: bool(app.should_stop),
         rebalancing=rebalancing,
-        guard=settings.address_guard(),
+        core=core if core is not None else CrawlCore(settings.network()),
     )
     frontier = FrontierAgent(
         store=store,

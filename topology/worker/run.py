@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import faust
 
 from streamcrawl.agents.errors import CrawlError
+from streamcrawl.agents.net.core import CrawlCore
+from streamcrawl.agents.net.proxy import check_proxy
 from streamcrawl.topology.admin import generation
 from streamcrawl.topology.admin.topics import CONNECT_TIMEOUT_S
 from streamcrawl.topology.settings import Settings
@@ -21,9 +24,13 @@ def run(settings: Settings) -> None:
     """Run a Faust worker for ``settings`` until SIGTERM/SIGINT; the worker exits the process.
 
     Raises CrawlError, before anything starts, when Kafka or Cassandra refuses the worker
-    (``check_services``), and ConfigError when ``settings.partitions`` is not the partition
+    (``check_services``) or the proxy does not accept connections, and ConfigError when a proxy
+    setting cannot work or ``settings.partitions`` is not the partition
     count of the generation served or a reshard is under way (``generation.resolve``).
     """
+    network = settings.network()  # ConfigError: a proxy or credential setting that cannot work
+    if network.proxy is not None:
+        asyncio.run(check_proxy(network.proxy))
     check_services(settings)
     # The topics of the generation served (topology/admin/generation.py); refuses settings of
     # another partition count, and a generation a reshard has not finished.
@@ -31,7 +38,7 @@ def run(settings: Settings) -> None:
     if settings.generation > 1:  # Faust makes the last level of its data directory only
         app.table_dir(settings).mkdir(parents=True, exist_ok=True)
     tune_gc()
-    worker = make_worker(app.create_app(settings), settings.log_level)
+    worker = make_worker(app.create_app(settings, core=CrawlCore(network)), settings.log_level)
     worker.execute_from_commandline()
 
 

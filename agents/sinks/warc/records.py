@@ -35,6 +35,9 @@ PROFILES = {
     "identical-payload-digest": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
 }
 HTTP_REQUEST = "application/http; msgtype=request"
+# An extension field of request records (WARC 1.1 allows them): the request headers whose
+# values were replaced by a fixed mark, lower-case, comma-separated.
+REDACTED_FIELD = "WARC-Redacted-Headers"
 HTTP_RESPONSE = "application/http; msgtype=response"
 WARC_FIELDS = "application/warc-fields"
 
@@ -208,6 +211,10 @@ def _request(
         ("WARC-Block-Digest", sha1_digest(exchange.request)),
         ("Content-Type", HTTP_REQUEST),
     ]
+    if exchange.redacted:
+        # The block holds these request headers' values as a fixed mark, not as sent
+        # (credentials and cookies: docs/requests.md); a reader must not replay them.
+        fields.append((REDACTED_FIELD, ", ".join(exchange.redacted)))
     return WarcRecord(tuple(fields), (exchange.request,))
 
 
