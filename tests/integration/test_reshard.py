@@ -1,7 +1,8 @@
 """``admin reshard`` on the real broker: a crawl stopped mid-way at 3 partitions, resharded to 6
 and finished by two workers, keeps every promise of ``tests/integration/faults.py`` (0 URLs
 lost, no page fetched twice, per-origin gaps at the server never under the delay), also when
-the reshard is killed -9 mid-way and run again; the lock, rollback and delete-old.
+the reshard is killed -9 mid-way and run again; a rerun of a finished one does nothing; the
+lock, rollback and delete-old.
 """
 
 from __future__ import annotations
@@ -76,6 +77,32 @@ def reshard(cluster: Cluster, *flags: str) -> subprocess.CompletedProcess[str]:
     return cli(cluster.env, "admin", "reshard", *flags, timeout=120)
 
 
+def rerun_does_nothing(cluster: Cluster, partitions: int, number: int) -> None:
+    """``reshard --partitions`` at the count served: one line, exit 0, nothing changed."""
+    served = generation.Generation(number=number, partitions=partitions)
+    before = generation.read_pointer(cluster.settings())
+    if before is None:  # never resharded: generation 1, no pointer yet
+        assert number == 1
+    else:
+        assert (before.current, before.next) == (served, None)
+    again = reshard(cluster, "--partitions", str(partitions))
+    assert (again.returncode, again.stderr) == (0, ""), again.stderr
+    assert again.stdout.splitlines() == [
+        f"reshard: the topics already have {partitions} partitions (generation {number}): "
+        "nothing to do"
+    ]
+    assert generation.read_pointer(cluster.settings()) == before
+    settings = generation.at(cluster.settings(), served)
+    broker = Broker(settings)
+    try:
+        counts = broker.partitions()
+    finally:
+        broker.close()
+    for short in ("frontier", "outcomes", "counts"):  # (the budget topic has one)
+        name = topics.topic_name(settings, short)
+        assert counts.get(name) == partitions, (name, counts.get(name))
+
+
 def test_a_crawl_stopped_at_3_partitions_finishes_on_6(tmp_path: Path) -> None:
     cluster = Cluster.create(tmp_path, partitions=3)
     try:
@@ -94,6 +121,7 @@ def test_a_crawl_stopped_at_3_partitions_finishes_on_6(tmp_path: Path) -> None:
             finish_on_six(cluster, servers)
             status = cli(cluster.env, "status", "--crawl-id", "grow", "--json")
             assert '"fetched": 180' in status.stdout, status.stdout
+            rerun_does_nothing(cluster, 6, 2)  # as a deploy pipeline, the workers running
     finally:
         cluster.stop_all()
 
@@ -140,7 +168,6 @@ def test_lock_rollback_delete_old_and_bad_input(tmp_path: Path) -> None:
     try:
         for flags, message in [
             (["--partitions", "0"], "--partitions"),
-            (["--partitions", "3"], "already have 3 partitions"),
             (["--partitions", "4", "--rollback"], "exactly one of"),
         ]:
             bad = reshard(cluster, *flags)
@@ -151,6 +178,7 @@ def test_lock_rollback_delete_old_and_bad_input(tmp_path: Path) -> None:
         assert missing.returncode == 1 and "no topics" in missing.stderr
         worker = cluster.start_worker("w1")
         worker.wait_ready()
+        rerun_does_nothing(cluster, 3, 1)  # the count it has: nothing to stop for
         running = reshard(cluster, "--partitions", "4")
         assert running.returncode == 1 and "still run" in running.stderr, running.stderr
         stop(cluster, worker)
@@ -163,6 +191,7 @@ def test_lock_rollback_delete_old_and_bad_input(tmp_path: Path) -> None:
         finally:
             held.release()
         assert reshard(cluster, "--partitions", "4").returncode == 0
+        rerun_does_nothing(cluster, 4, 2)
         back = reshard(cluster, "--rollback")
         assert back.returncode == 0, back.stderr
         pointer = generation.read_pointer(cluster.settings())

@@ -1,5 +1,6 @@
-"""``admin reshard`` without Kafka: generation naming and resolution, the resumed steps, the lock's
-rules, the command line's bad input."""
+"""``admin reshard`` without Kafka: generation naming and resolution, what a run does from the
+pointer (nothing, a new generation, resume), the resumed steps, the lock's rules, the command
+line's bad input."""
 
 from __future__ import annotations
 
@@ -88,6 +89,118 @@ def test_a_rerun_resumes_after_the_last_step_recorded(monkeypatch: pytest.Monkey
     done = run.migrate(pointer)
     assert ran == ["lock", "tables", "lock", "verified"] and saved == ["tables", "verified"]
     assert done.step == "verified" and done.next == pointer.next
+
+
+SERVED_6 = Pointer(
+    current=Generation(number=2, partitions=6),
+    previous=Generation(number=1, partitions=3),
+    highest=2,
+)
+HALF_WAY_6 = Pointer(  # a reshard from 3 to 6 killed after a step
+    current=Generation(number=1, partitions=3),
+    next=Generation(number=2, partitions=6),
+    step="tail",
+    highest=2,
+)
+
+
+@pytest.mark.parametrize(
+    ("pointer", "partitions", "action"),
+    [
+        (Pointer(current=Generation(number=1, partitions=3)), 3, "nothing"),  # never resharded
+        (SERVED_6, 6, "nothing"),  # a finished reshard run again
+        (SERVED_6, 4, "plan"),
+        (SERVED_6, 3, "plan"),  # back to 3 is a new generation, not a rollback
+        *[(msgspec.structs.replace(HALF_WAY_6, step=s), 6, "resume") for s in reshard_run.STEPS],
+        (HALF_WAY_6, 3, "a reshard to 6 partitions is under way"),  # the count it serves
+        (HALF_WAY_6, 4, "a reshard to 6 partitions is under way"),
+    ],
+)
+def test_a_rerun_of_a_finished_reshard_does_nothing_and_an_unfinished_one_resumes(
+    pointer: Pointer, partitions: int, action: str
+) -> None:
+    if action not in ("nothing", "plan", "resume"):  # the error's message
+        with pytest.raises(ConfigError, match=action):
+            reshard_run.decide(pointer, partitions)
+        return
+    assert reshard_run.decide(pointer, partitions) == action
+
+
+class FakeRun:
+    """``reshard_run._Run`` without Kafka: serves ``pointer`` and records what is done."""
+
+    def __init__(self, pointer: Pointer) -> None:
+        self._pointer = pointer
+        self.calls: list[tuple[str, object]] = []
+
+    def __call__(self, settings: object, say: object) -> FakeRun:  # as ``_Run(settings, say)``
+        return self
+
+    def __enter__(self) -> FakeRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def pointer(self) -> Pointer:
+        return self._pointer
+
+    def stopped(self, gen: Generation) -> None:
+        self.calls.append(("stopped", gen.number))
+
+    def save(self, pointer: Pointer) -> None:
+        self.calls.append(("save", pointer.next))
+
+    def migrate(self, pointer: Pointer) -> Pointer:
+        self.calls.append(("migrate", pointer.step))
+        return pointer
+
+    def switch(self, pointer: Pointer) -> None:
+        self.calls.append(("switch", pointer.next))
+
+
+@pytest.mark.parametrize(
+    ("pointer", "partitions", "out", "calls"),
+    [
+        (
+            SERVED_6,
+            6,
+            ["reshard: the topics already have 6 partitions (generation 2): nothing to do"],
+            [],  # not even the workers checked: a deploy pipeline reruns it with them running
+        ),
+        (
+            SERVED_6,
+            4,
+            ["planned generation 3 with 4 partitions"],
+            [
+                ("stopped", 2),
+                ("save", Generation(number=3, partitions=4)),
+                ("migrate", "planned"),
+                ("switch", Generation(number=3, partitions=4)),
+            ],
+        ),
+        (
+            HALF_WAY_6,
+            6,
+            ["resuming generation 2 after step tail"],
+            [("stopped", 1), ("migrate", "tail"), ("switch", Generation(number=2, partitions=6))],
+        ),
+    ],
+)
+def test_the_command_says_a_rerun_of_a_finished_reshard_in_one_line_and_exits_0(
+    pointer: Pointer,
+    partitions: int,
+    out: list[str],
+    calls: list[tuple[str, object]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeRun(pointer)
+    monkeypatch.setattr(reshard_run, "_Run", fake)
+    assert cli.main(["admin", "reshard", "--partitions", str(partitions)]) == 0
+    seen = capsys.readouterr()
+    assert (seen.out.splitlines(), seen.err) == (out, "")
+    assert fake.calls == calls
 
 
 def lease(who: str, at: float, *, ttl: float = 10.0, released: bool = False) -> tuple:

@@ -11,8 +11,10 @@ from streamcrawl.topology.settings import Settings
 
 def cmd_reshard(args: argparse.Namespace, settings: Settings) -> int:
     """Exactly one of ``--partitions N``, ``--rollback``, ``--delete-old``; prints one line per
-    step. Bad input raises ConfigError (exit 2); a state that forbids the run now (no topics,
-    workers running, another reshard holding the lock) CrawlError (exit 1)."""
+    step, or one line and exit 0 when the topics served have N partitions already and no
+    reshard is under way (a rerun). Bad input raises ConfigError (exit 2); a state that forbids
+    the run now (no topics, workers running, another reshard holding the lock) CrawlError
+    (exit 1)."""
     chosen = [args.partitions is not None, args.rollback, args.delete_old]
     if sum(chosen) != 1:
         raise ConfigError(

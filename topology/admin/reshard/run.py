@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Literal
 
 import msgspec
 
@@ -51,23 +52,20 @@ Say = Callable[[str], None]
 
 
 def reshard(settings: Settings, partitions: int, say: Say = print) -> None:
-    """Move the crawls to ``partitions`` partitions (module docstring). Raises ConfigError for
-    a request that cannot be right (the count it has, another reshard's count), CrawlError for
-    a state that forbids it now (no topics, workers running, the lock held)."""
+    """Move the crawls to ``partitions`` partitions (module docstring), or say in one line that
+    nothing is to do (``decide``). Raises ConfigError for another reshard's count, CrawlError
+    for a state that forbids it now (no topics, workers running, the lock held)."""
     with _Run(settings, say) as run:
         pointer = run.pointer()
-        if pointer.next is not None and pointer.next.partitions != partitions:
-            raise ConfigError(
-                f"a reshard to {pointer.next.partitions} partitions is under way: run it again "
-                f"with --partitions {pointer.next.partitions}, or --rollback"
+        action = decide(pointer, partitions)
+        if action == "nothing":
+            say(
+                f"reshard: the topics already have {partitions} partitions (generation "
+                f"{pointer.current.number}): nothing to do"
             )
-        if pointer.next is None:
-            if partitions == pointer.current.partitions:
-                raise ConfigError(
-                    f"the topics already have {partitions} partitions (generation "
-                    f"{pointer.current.number})"
-                )
-            run.stopped(pointer.current)
+            return
+        run.stopped(pointer.current)
+        if action == "plan":
             nxt = Generation(number=pointer.highest + 1, partitions=partitions)
             pointer = Pointer(
                 current=pointer.current,
@@ -79,10 +77,25 @@ def reshard(settings: Settings, partitions: int, say: Say = print) -> None:
             run.save(pointer)
             say(f"planned generation {nxt.number} with {partitions} partitions")
         else:
-            run.stopped(pointer.current)
+            assert pointer.next is not None
             say(f"resuming generation {pointer.next.number} after step {pointer.step}")
         pointer = run.migrate(pointer)
         run.switch(pointer)
+
+
+def decide(pointer: Pointer, partitions: int) -> Literal["nothing", "plan", "resume"]:
+    """What ``reshard --partitions`` does from ``pointer``: ``resume`` the reshard under way to
+    that count; ``nothing`` when none is and the generation served has that count (a finished
+    reshard run again, as a deploy pipeline does: the workers may run); else ``plan`` a new
+    generation. A reshard under way to another count raises ConfigError."""
+    if pointer.next is not None:
+        if pointer.next.partitions != partitions:
+            raise ConfigError(
+                f"a reshard to {pointer.next.partitions} partitions is under way: run it again "
+                f"with --partitions {pointer.next.partitions}, or --rollback"
+            )
+        return "resume"
+    return "nothing" if partitions == pointer.current.partitions else "plan"
 
 
 def rollback(settings: Settings, say: Say = print) -> None:
