@@ -374,7 +374,7 @@ def start_topology(
 def _drop_run_state(python: str, env: dict[str, str]) -> None:
     """``bench.drop_run_state`` in the streamcrawl venv (``python``; the bench's own venv has
     no Cassandra driver): delete the run's topics and keyspace once its workers stopped.
-    ``STREAMCRAWL_BENCH_KEEP=1`` keeps them (``bench.page_records`` reads finished runs'
+    ``STREAMCRAWL_BENCH_KEEP=1`` keeps them (``bench.probes.page_records`` reads finished runs'
     ``pages`` topics). A failure is printed, not raised: the run's figures are already taken."""
     r = subprocess.run(
         [python, "-m", "bench.drop_run_state"],

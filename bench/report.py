@@ -247,7 +247,8 @@ def memory_section(mem: dict) -> list[str]:
 
 
 def reshard_section(part: dict) -> list[str]:
-    """The reshard section, from a results file's ``reshard`` (``bench/reshard.py --out``)."""
+    """The reshard section, from a results file's ``reshard``
+    (``bench/probes/reshard.py --out``)."""
     source = f"From `{part['source']}`: " if "source" in part else ""
     lines = [
         "",

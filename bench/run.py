@@ -190,7 +190,7 @@ WHOLE_SECTIONS = ("delay_zero", "not_saturated", "idle", "many_origins", "reshar
 
 def source_command(results: dict) -> str:
     """The command that wrote a results file: ``bench.run``'s arguments, or the command a
-    file of one section records (``bench/reshard.py --out``)."""
+    file of one section records (``bench/probes/reshard.py --out``)."""
     from bench import report
 
     if "args" in results:

@@ -1,5 +1,6 @@
-"""The capacity model (bench/capacity.py): its arithmetic on hand-made constants, the constants
-it takes from tiny results files, and the committed doc being the one the constants give."""
+"""The capacity model (bench/probes/capacity.py): its arithmetic on hand-made constants, the
+constants it takes from tiny results files, and the committed doc being the one the constants
+give."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import capacity, capacity_doc
+from bench.probes import capacity, capacity_doc
 
 WEEK_RATE = 1e9 / capacity.WEEK  # 1,653.4 pages/s
 
@@ -119,7 +120,7 @@ def _storage() -> dict:
     }
     return {
         "kind": "storage_bytes",
-        "command": "python -m bench.storage_bytes --origins 100 --pages 100 --partitions 12",
+        "command": "python -m bench.probes.storage_bytes --origins 100 --pages 100 --partitions 12",
         "date": "2026-01-01 00:00:00 UTC",
         "code": {"commit": "abc1234"},
         "site": {"origins": 100, "pages": 100, "expected": 10000, "page_bytes": 24576},
@@ -182,4 +183,4 @@ def test_the_doc_states_every_assumption_and_constant() -> None:
 
 
 def test_the_committed_doc_is_the_one_the_constants_give() -> None:
-    assert capacity.main(["--check"]) == 0, "run: python -m bench.capacity"
+    assert capacity.main(["--check"]) == 0, "run: python -m bench.probes.capacity"

@@ -1,4 +1,4 @@
-"""bench/faust_floor.py: its counting frontier keeps ``run_batches``' contract (it returns
+"""bench/probes/faust_floor.py: its counting frontier keeps ``run_batches``' contract (it returns
 the indices it refused: none), so every event of the measured stream is acknowledged and the
 run ends at its last event instead of the agent crashing at its first batch."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.faust_floor import CountingFrontier, _Counter
+from bench.probes.faust_floor import CountingFrontier, _Counter
 from tests.fake_stream import Event, Stream, run_for
 
 

@@ -1,5 +1,5 @@
-"""The measured freshness bench's arithmetic (bench/freshness.py), on hand-made change and fetch
-logs: no crawler, no server."""
+"""The measured freshness bench's arithmetic (bench/probes/freshness.py), on hand-made change and
+fetch logs: no crawler, no server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.freshness import (
+from bench.probes.freshness import (
     Living,
     Run,
     by_page,
@@ -21,7 +21,7 @@ from bench.freshness import (
     recrawl_flags,
     revisits,
 )
-from bench.freshness_sim import HOUR, MAIN, Web
+from bench.probes.freshness_sim import HOUR, MAIN, Web
 
 
 def sha256(body: bytes) -> str:

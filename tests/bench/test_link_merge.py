@@ -1,5 +1,5 @@
-"""bench/link_merge.py: the frontier messages a page makes when its links to other origins are
-flushed with other reports'; on hand-made pages and a small generated site."""
+"""bench/probes/link_merge.py: the frontier messages a page makes when its links to other origins
+are flushed with other reports'; on hand-made pages and a small generated site."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.link_merge import fit_reports, messages_per_page, page_partitions, with_workers
+from bench.probes.link_merge import fit_reports, messages_per_page, page_partitions, with_workers
 from bench.site import generate
 from streamcrawl.agents.stream.partitioner import key_hash
 

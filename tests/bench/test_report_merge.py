@@ -94,14 +94,14 @@ def test_a_reshard_file_is_merged_whole_and_reported(tmp_path: Path) -> None:
     from bench.run import source_command
 
     first = _write(tmp_path, "a.json", _results("a", 2.0))
-    reshard = {"reshard": {"command": "python -m bench.reshard --seen 1000000", "runs": []}}
+    reshard = {"reshard": {"command": "python -m bench.probes.reshard --seen 1000000", "runs": []}}
     reshard["reshard"]["runs"].append(RESHARD_RUN)
     merged = merge_results([first, _write(tmp_path, "r.json", reshard)], [])
     assert merged["main"]["kafka-1"]["runs"] == [{"ms": 2.0}]  # a file without main rows
     assert merged["reshard"]["source"] == "r.json"
-    assert source_command(reshard) == "python -m bench.reshard --seen 1000000"
+    assert source_command(reshard) == "python -m bench.probes.reshard --seen 1000000"
     lines = reshard_section(merged["reshard"])
-    assert "From `r.json`: `python -m bench.reshard --seen 1000000`." in lines
+    assert "From `r.json`: `python -m bench.probes.reshard --seen 1000000`." in lines
     assert lines[-1] == "" and lines[-2] == (
         "| 1,000,000 | 10,000 | 3 -> 6 | 1,710,000 | 24.5 | 18.2 | 49.4 | 49.4 | 329 |"
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench import revisit_probe
-from bench.kafka_probe import Fetch
-from bench.revisit_probe import Phases, Point, per_request, phases, revisit_report
+from bench.probes import revisit_probe
+from bench.probes.kafka_probe import Fetch
+from bench.probes.revisit_probe import Phases, Point, per_request, phases, revisit_report
 
 A, B, ROBOTS = "http://o:1/", "http://o:1/p1", "http://o:1/robots.txt"
 

@@ -1,5 +1,6 @@
-"""The freshness simulation (bench/freshness_sim.py) on a tiny web (50 pages, 6 hours): the web it
-models, the schedule it follows, the freshness it integrates and the fixed intervals it finds."""
+"""The freshness simulation (bench/probes/freshness_sim.py) on a tiny web (50 pages, 6 hours):
+the web it models, the schedule it follows, the freshness it integrates and the fixed intervals it
+finds."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 
 import pytest
 
-from bench.freshness_sim import (
+from bench.probes.freshness_sim import (
     DAY,
     FIRST_FETCHES,
     HOUR,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bench.heavy_tail_model import (
+from bench.probes.heavy_tail_model import (
     Partition,
     Setup,
     Web,
@@ -16,7 +16,7 @@ from bench.heavy_tail_model import (
     origin_name,
     run_worker,
 )
-from bench.heavy_tail_sim import layout, measure_bytes, simulate, table
+from bench.probes.heavy_tail_sim import layout, measure_bytes, simulate, table
 from streamcrawl.agents.stream.tables import partition_for
 
 ORIGINS = 2_000

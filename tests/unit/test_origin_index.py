@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from bench.origin_memory import fetch_service
+from bench.probes.origin_memory import fetch_service
 from streamcrawl.agents.frontier.frontier import Frontier
 from streamcrawl.agents.frontier.records import load_origin
 from streamcrawl.agents.frontier.scheduler import TURN, Scheduler

@@ -129,7 +129,7 @@ def crawl_writes(origins: int, pages: int, batch: int) -> tuple[int, int]:
 
 
 def test_a_page_costs_one_seen_mark_and_a_share_of_its_origins_record() -> None:
-    """The layout's promise at the table level (bench/kafka_probe.py measures the changelog):
+    """The layout's promise at the table level (bench/probes/kafka_probe.py measures the changelog):
     with up to 8 outcomes of an origin per batch, a page costs ~1.21 writes (1 seen mark, a
     share of its origin's record and of the partition's counters, 2/SEGMENT segment writes),
     where a key per queued URL would cost one more put and one delete per page."""

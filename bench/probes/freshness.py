@@ -1,8 +1,8 @@
 """How fresh a continuous crawl keeps its copies, measured: the installed ``streamcrawl crawl`` on
 a local living site, adaptive revisits against fixed ones. The measured counterpart of
-``bench/freshness_sim.py``, whose change process, policies and figures it reuses.
+``bench/probes/freshness_sim.py``, whose change process, policies and figures it reuses.
 
-Run: ``python -m bench.freshness [--pages N] [--minutes M] [--scale S] [--runs K] [--json]``.
+Run: ``python -m bench.probes.freshness [--pages N] [--minutes M] [--scale S] [--runs K] [--json]``.
 Loopback only. A run takes 3 x M minutes and a CPU probe of under a minute (defaults: 20 min).
 
 The site: ``tests/living_site.py`` behind ``tests/httpserver.py``'s ``RecordingServer`` (a thread
@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from bench.context import streamcrawl_binary
-from bench.freshness_sim import HOUR, MAIN, Web, crawl, duration, living_web, solve
+from bench.probes.freshness_sim import HOUR, MAIN, Web, crawl, duration, living_web, solve
 from streamcrawl.agents.policy.revisit import RevisitPolicy
 from streamcrawl.schemas.records import CrawlPolicy, RecrawlMode
 from tests.httpserver import RecordingServer
@@ -415,7 +415,7 @@ def as_json(runs: dict[str, Run], fixed: Matched, cpu: Cpu) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.freshness", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.probes.freshness", description=__doc__)
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--minutes", type=float, default=6.0, help="per crawl (3 per run)")
     parser.add_argument("--scale", type=float, default=120.0, help="simulated s per real s")

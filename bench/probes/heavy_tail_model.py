@@ -1,4 +1,4 @@
-"""The model of ``bench/heavy_tail_sim.py``: the web's origins and one worker's crawl of its
+"""The model of ``bench/probes/heavy_tail_sim.py``: the web's origins and one worker's crawl of its
 partitions, with the real ``Scheduler``, on a virtual clock.
 
 The web: origin ``i`` is ``http://o<i>.example``; its partition is murmur2 of that key mod P

@@ -14,7 +14,7 @@ page; ``--measured M`` (one worker's messages per page, from its ``/metrics``) f
 predicts ``W`` workers. Which worker owns which partition is an assumption (round-robin by
 partition number); every other figure is the site's and the partitioner's.
 
-    python -m bench.link_merge --origins 16 --pages 100 --partitions 12 --measured 0.62
+    python -m bench.probes.link_merge --origins 16 --pages 100 --partitions 12 --measured 0.62
 
 The site is generated as ``bench.worker_rows`` generates it (seed 6, first port ``--base-port``).
 """

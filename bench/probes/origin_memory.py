@@ -9,12 +9,13 @@ dispatch, the CPU until the index is full (or holds every origin) and until the 
 walked the whole table (slice by slice, as the dispatch loop does), the origins held in memory
 and the process's RSS at each step.
 
-    .venv/bin/python -m bench.origin_memory build --dir /tmp/om --origins 1000000 --seen 10000000
-    .venv/bin/python -m bench.origin_memory measure --dir /tmp/om --max-origins 100000
-    .venv/bin/python -m bench.origin_memory measure --dir /tmp/om --max-origins 0
+    .venv/bin/python -m bench.probes.origin_memory build --dir /tmp/om --origins 1000000 \\
+        --seen 10000000
+    .venv/bin/python -m bench.probes.origin_memory measure --dir /tmp/om --max-origins 100000
+    .venv/bin/python -m bench.probes.origin_memory measure --dir /tmp/om --max-origins 0
 
 It measures the fetch service and its scheduler with the tables, not a whole Faust worker
-(whose own baseline the probe measures: ``bench/kafka_probe.py``'s ``peak_rss_mb``).
+(whose own baseline the probe measures: ``bench/probes/kafka_probe.py``'s ``peak_rss_mb``).
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ async def measure(root: Path, max_origins: int | None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.origin_memory")
+    ap = argparse.ArgumentParser(prog="python -m bench.probes.origin_memory")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build")
     b.add_argument("--dir", type=Path, required=True)

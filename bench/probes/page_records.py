@@ -8,7 +8,7 @@ record batches: the ``*.log`` files under ``--kafka-data``, when given) and, wit
 ``--cassandra``, the mean length of the ``links`` cell of the run's keyspace (``bench_<tag>``).
 
     source .services/env                  # the services the runs used (scripts/services.sh)
-    .venv/bin/python -m bench.page_records --kafka-data .services/kafka/data --cassandra
+    .venv/bin/python -m bench.probes.page_records --kafka-data .services/kafka/data --cassandra
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def report(topic: str, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient
 
-    ap = argparse.ArgumentParser(prog="python -m bench.page_records", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.probes.page_records", description=__doc__)
     ap.add_argument("--match", default="bench-", help="topic prefix to report (default bench-)")
     ap.add_argument("--kafka-data", help="the broker's data directory, for bytes on disk")
     ap.add_argument("--cassandra", action="store_true", help="also the keyspaces' links cells")

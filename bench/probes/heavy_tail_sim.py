@@ -1,11 +1,12 @@
 """Heavy tails, simulated: the real ``Scheduler`` over origins partitioned as Kafka partitions
 them, on a virtual clock, with Zipf-like origin sizes and a slow tail of fetch latencies
-(the model: ``bench/heavy_tail_model.py``).
+(the model: ``bench/probes/heavy_tail_model.py``).
 
-Run: ``python -m bench.heavy_tail_sim [--origins N] [--partitions P] [--workers W] [--hours H]
-[--concurrency C] [--reshard] [--json]``. No network, no Kafka, no sleeping; each worker is
-simulated on its own (workers share nothing but the partitioning), one after the other: 1 M
-origins over one window of an hour take some 4 CPU-minutes (the real scheduler's ~30 us a page).
+Run: ``python -m bench.probes.heavy_tail_sim [--origins N] [--partitions P] [--workers W]
+[--hours H] [--concurrency C] [--reshard] [--json]``. No network, no Kafka, no sleeping; each
+worker is simulated on its own (workers share nothing but the partitioning), one after the
+other: 1 M origins over one window of an hour take some 4 CPU-minutes (the real scheduler's
+~30 us a page).
 
 Reported: pages, origins and state bytes (the real frontier's, ``measure_bytes``) per partition
 and per worker (max / mean, p99 / median), at P partitions and at 2 x P (a reshard that doubles:
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench.heavy_tail_model import (
+from bench.probes.heavy_tail_model import (
     CPU_MS,
     CRAWL,
     MAX_PAGES,
@@ -248,7 +249,9 @@ def table(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.heavy_tail_sim", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.probes.heavy_tail_sim", description=__doc__
+    )
     parser.add_argument("--origins", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=96)
     parser.add_argument("--workers", type=int, default=16)

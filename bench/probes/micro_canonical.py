@@ -1,6 +1,6 @@
 """Micro-benchmark of link canonicalization on a realistic page (30 hrefs).
 
-Run: ``python bench/micro_canonical.py``.  Prints microseconds per link for:
+Run: ``python bench/probes/micro_canonical.py``.  Prints microseconds per link for:
 
 * ``w3lib``: ``urljoin`` + ``url_query_cleaner`` + ``canonicalize_url`` (the baseline);
 * ``resolve (ada)``: the WHATWG resolution alone (``agents.urls.canonical.resolve``, the ada

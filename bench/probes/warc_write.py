@@ -1,6 +1,6 @@
 """Micro-benchmark of writing one capture as WARC records: warcio against our direct writer.
 
-Run: ``python -m bench.warc_write`` (with ``zlib-ng`` importable, e.g. ``pip install --target
+Run: ``python -m bench.probes.warc_write`` (with ``zlib-ng`` importable, e.g. ``pip install --target
 /tmp/deflate zlib-ng`` and ``PYTHONPATH=/tmp/deflate``, it adds its rows; ``isal`` is a
 dependency of the project). A typical capture of one page: a request of ~300 B, a response head
 of ~300 B, a payload of 10 KB (``html``: plain HTML; ``gzip``: a payload that came Content-

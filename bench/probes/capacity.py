@@ -2,17 +2,18 @@
 
 Two steps, both re-runnable:
 
-* ``python -m bench.capacity --from RESULTS.json,STORAGE.json`` reads a ``bench.run`` results
+* ``python -m bench.probes.capacity --from RESULTS.json,STORAGE.json`` reads a ``bench.run`` results
   file with a many-origins section (bench/many_origins.py: CPU per page of the worker, the broker
-  and Cassandra at the web's shape, the worker's memory) and a ``bench.storage_bytes`` file
+  and Cassandra at the web's shape, the worker's memory) and a ``bench.probes.storage_bytes`` file
   (Kafka messages and bytes per page by topic, RocksDB bytes per seen URL and per origin,
   Cassandra bytes per row on disk), keeps the constants with where each was measured in
-  ``bench/capacity-constants.json`` (committed: the results files are not), and writes the doc.
-* ``python -m bench.capacity`` rewrites docs/capacity.md from the committed constants;
+  ``bench/probes/capacity-constants.json`` (committed: the results files are not), and writes
+  the doc.
+* ``python -m bench.probes.capacity`` rewrites docs/capacity.md from the committed constants;
   ``--check`` exits 1 when the doc is not what they and ``ASSUMPTIONS`` give.
 
 The arithmetic (``plan``) is pure and tested on a hand-made fixture
-(tests/bench/test_capacity.py); bench/capacity_doc.py writes the doc.
+(tests/bench/test_capacity.py); bench/probes/capacity_doc.py writes the doc.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-CONSTANTS = REPO / "bench" / "capacity-constants.json"
+REPO = Path(__file__).resolve().parents[2]
+CONSTANTS = Path(__file__).with_name("capacity-constants.json")
 DOC = REPO / "docs" / "capacity.md"
 WEEK, MONTH = 7 * 86400, 30 * 86400
 TARGETS = (("1 B pages a week", 1e9, WEEK), ("10 B pages a month", 1e10, MONTH))
@@ -198,11 +199,11 @@ def from_many_origins(results: dict, name: str) -> dict[str, tuple[float, str]]:
 
 
 def from_storage(st: dict) -> dict[str, tuple[float, str]]:
-    """Byte constants from a ``bench.storage_bytes`` file."""
+    """Byte constants from a ``bench.probes.storage_bytes`` file."""
     pages = st["states"]["fetched"]
     kafka = st["kafka"]
     if st.get("cassandra") is None or any(t["disk_bytes"] is None for t in kafka.values()):
-        raise SystemExit("bench.storage_bytes ran without --kafka-data or --cassandra-data")
+        raise SystemExit("bench.probes.storage_bytes ran without --kafka-data or --cassandra-data")
     s = st["site"]
     where = f"storage_bytes ({s['origins']} x {s['pages']})"
     out = {
@@ -239,7 +240,8 @@ def from_storage(st: dict) -> dict[str, tuple[float, str]]:
 
 
 def collect(paths: list[Path]) -> dict:
-    """The constants file's content from ``bench.run`` and ``bench.storage_bytes`` results."""
+    """The constants file's content from ``bench.run`` and ``bench.probes.storage_bytes``
+    results."""
     found: dict[str, tuple[float, str]] = {}
     sources: dict[str, dict] = {}
     for path in paths:
@@ -267,18 +269,18 @@ def collect(paths: list[Path]) -> dict:
 
 def _load_constants() -> dict:
     if not CONSTANTS.exists():
-        raise SystemExit(f"{CONSTANTS} missing: run python -m bench.capacity --from FILES")
+        raise SystemExit(f"{CONSTANTS} missing: run python -m bench.probes.capacity --from FILES")
     return json.loads(CONSTANTS.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.capacity", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.probes.capacity", description=__doc__)
     ap.add_argument(
         "--from",
         dest="sources",
         metavar="JSON[,JSON...]",
-        help="bench.run results (with the many-origins row) and bench.storage_bytes results: "
-        "keep their constants in bench/capacity-constants.json, then write the doc",
+        help="bench.run results (with the many-origins row) and bench.probes.storage_bytes "
+        "results: keep their constants in bench/probes/capacity-constants.json, then write the doc",
     )
     ap.add_argument("--check", action="store_true", help="fail if docs/capacity.md is stale")
     args = ap.parse_args(argv)
@@ -286,12 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         data = collect([Path(p) for p in args.sources.split(",")])
         CONSTANTS.write_text(json.dumps(data, indent=1) + "\n")
         print(f"wrote {CONSTANTS}")
-    from bench.capacity_doc import render
+    from bench.probes.capacity_doc import render
 
     text = render(_load_constants())
     if args.check:
         if not DOC.exists() or DOC.read_text() != text:
-            print(f"{DOC} is stale: run python -m bench.capacity", file=sys.stderr)
+            print(f"{DOC} is stale: run python -m bench.probes.capacity", file=sys.stderr)
             return 1
         return 0
     DOC.write_text(text)

@@ -9,8 +9,8 @@ Kafka messages per page by topic (sent: ``streamcrawl_kafka_messages_sent`` from
 ``/metrics``; stored: the end offsets of every topic of the run's prefix).
 
     source .services/env                       # or the shared services' env file
-    .venv/bin/python -m bench.kafka_probe --origins 3 --pages 100
-    .venv/bin/python -m bench.kafka_probe --origins 8 --pages 500 --profile worker.raw.txt
+    .venv/bin/python -m bench.probes.kafka_probe --origins 3 --pages 100
+    .venv/bin/python -m bench.probes.kafka_probe --origins 8 --pages 500 --profile worker.raw.txt
 
 ``--profile OUT`` runs the worker under ``py-spy record`` (raw collapsed stacks; py-spy must
 be installed next to this python). The worker log and state are kept in ``--tmp``.
@@ -24,12 +24,12 @@ their idle rate; the worker's messages by topic, frontier batches, sink writes; 
 per topic, changelogs included) is split per request: a revisit costs the window's total over
 its requests; a first fetch, the first cycle's total less the revisits it also held (pages due
 again before every page was fetched once) at that cost, over the pages. ``ratio`` is revisit /
-first fetch of the worker's CPU, as ``bench/freshness.py`` reports it for the embedded crawl;
+first fetch of the worker's CPU, as ``bench/probes/freshness.py`` reports it for the embedded crawl;
 ``answered_304`` is the share of the window's ``pages`` records that are 304s found unchanged.
 One origin's rate is 1/``--delay`` in both phases when the interval is shorter than an origin's
 cycle (pages x delay): revisits are then always due.
 
-    .venv/bin/python -m bench.kafka_probe --origins 4 --pages 100 --delay 0.05 --revisits 3
+    .venv/bin/python -m bench.probes.kafka_probe --origins 4 --pages 100 --delay 0.05 --revisits 3
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def page_fetches(topo: Topology, timeout: float = 60.0) -> list[Fetch]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m bench.kafka_probe", description=(__doc__ or "").splitlines()[0]
+        prog="python -m bench.probes.kafka_probe", description=(__doc__ or "").splitlines()[0]
     )
     ap.add_argument("--origins", type=int, default=3)
     ap.add_argument("--pages", type=int, default=100)
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     ):
         idle = idle_rates(topo, args.idle, settle=0.0)
         if args.revisits:
-            from bench.revisit_probe import revisit_probe
+            from bench.probes.revisit_probe import revisit_probe
 
             result = revisit_probe(args, servers, topo, idle)
         else:

@@ -9,8 +9,8 @@ seconds per message. confluent-kafka's delivery callbacks run in a thread that p
 each result to the event loop (``call_soon_threadsafe``), as an asyncio wiring would.
 
     source .services/env      # or the shared services' env file
-    .venv/bin/python -m bench.producer_send aiokafka --messages 10000
-    .venv/bin/python -m bench.producer_send confluent --messages 10000
+    .venv/bin/python -m bench.probes.producer_send aiokafka --messages 10000
+    .venv/bin/python -m bench.probes.producer_send confluent --messages 10000
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ over:
   marks, ``o`` origin records, ``m`` counts, ``q`` queue segments).
 
 Writes one JSON file (``--out``, default ``bench/results/storage-<time>.json``) that
-``bench/capacity.py`` reads, and prints it:
+``bench/probes/capacity.py`` reads, and prints it:
 
     source .services/env
-    .venv/bin/python -m bench.storage_bytes --origins 100 --pages 100 \\
+    .venv/bin/python -m bench.probes.storage_bytes --origins 100 --pages 100 \\
         --kafka-data .services/kafka/data --cassandra-data .services/cassandra/data/data
 """
 
@@ -38,10 +38,10 @@ from typing import Any
 from bench import server
 from bench.kafka_runner import drain, seed
 from bench.kafka_topology import start_topology
-from bench.page_records import disk_bytes, topic_messages
+from bench.probes.page_records import disk_bytes, topic_messages
 from bench.site import SiteSpec, generate
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def topic_bytes(bootstrap: str, topic: str) -> dict[str, int]:
@@ -182,7 +182,7 @@ def _mean_page_bytes(root: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.storage_bytes", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.probes.storage_bytes", description=__doc__)
     ap.add_argument("--origins", type=int, default=100)
     ap.add_argument("--pages", type=int, default=100, help="per origin (default 100)")
     ap.add_argument("--port", type=int, default=24000, help="first origin's port")
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     figures = measure(args.workdir / "run", spec, args)
     result = {
         "kind": "storage_bytes",
-        "command": "python -m bench.storage_bytes "
+        "command": "python -m bench.probes.storage_bytes "
         f"--origins {args.origins} --pages {args.pages} --partitions {args.partitions}",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "elapsed_s": time.time() - t0,

@@ -7,7 +7,7 @@ changelogs of a generation of ``--from`` partitions, then runs ``streamcrawl adm
 with the time per million seen URLs extrapolated linearly from the run. Topics are deleted
 after. Needs ``STREAMCRAWL_KAFKA_BOOTSTRAP`` (``scripts/services.sh start`` writes it).
 
-    python -m bench.reshard --seen 100000,1000000 --origins 10000 --from 3 --to 6 \
+    python -m bench.probes.reshard --seen 100000,1000000 --origins 10000 --from 3 --to 6 \
         --out bench/results/reshard-X.json
 
 ``--out`` writes a results file that ``python -m bench.run --report-from RUN.json,X.json``
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sizes = sorted(int(n) for n in args.seen.split(","))
     runs = [measure(args.old, args.new, args.origins, n, args.queued) for n in sizes]
-    command = "python -m bench.reshard " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m bench.probes.reshard " + " ".join(sys.argv[1:] if argv is None else argv)
     print(json.dumps(runs, indent=1))
     if args.out:
         args.out.write_text(json.dumps({"reshard": {"command": command, "runs": runs}}))

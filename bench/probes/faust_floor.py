@@ -12,7 +12,7 @@ mode runs in its own process on a topic of its own and reports its process CPU (
 Faust's consumer thread included) from its first event to its last, per event.
 
     source .services/env                 # written by scripts/services.sh start
-    .venv/bin/python -m bench.faust_floor --messages 10000 --rate 1000 --runs 3
+    .venv/bin/python -m bench.probes.faust_floor --messages 10000 --rate 1000 --runs 3
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """One mode on a fresh topic: start the consumer, let it join, then produce."""
     topic = f"perf-floor-{uuid.uuid4().hex[:10]}"
     asyncio.run(_create(topic, args.partitions))
-    argv = [sys.executable, "-m", "bench.faust_floor", "--child", mode, "--topic", topic]
+    argv = [sys.executable, "-m", "bench.probes.faust_floor", "--child", mode, "--topic", topic]
     proc = subprocess.Popen(
         [*argv, "--messages", str(args.messages)],
         stdout=subprocess.PIPE,

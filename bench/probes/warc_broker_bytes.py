@@ -9,7 +9,7 @@ bytes of its log segments on the broker's disk (zstd batches; ``--kafka-data``, 
 data directory), plus the worker's ``streamcrawl_kafka_capture_bytes`` counter.
 
     source .services/env
-    .venv/bin/python -m bench.warc_broker_bytes --kafka-data .services/kafka/data
+    .venv/bin/python -m bench.probes.warc_broker_bytes --kafka-data .services/kafka/data
 
 Record of a run: bench/notes/warc-broker-bytes.md.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import server
-from bench.page_records import disk_bytes, topic_values
+from bench.probes.page_records import disk_bytes, topic_values
 from bench.site import generate
 
 GZIP = "sendfile on;\n    gzip on; gzip_min_length 0; gzip_comp_level 6;"
@@ -78,7 +78,9 @@ def _wait(cluster: Any, pages: int, timeout: float = 900.0) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.warc_broker_bytes", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.probes.warc_broker_bytes", description=__doc__
+    )
     ap.add_argument("--origins", type=int, default=2)
     ap.add_argument("--pages", type=int, default=300, help="per origin (default 300)")
     ap.add_argument("--port", type=int, default=21000, help="first origin's port")

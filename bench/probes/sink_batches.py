@@ -10,7 +10,8 @@ driver's thread), Cassandra's CPU per page (its process, by psutil, when
 the cluster: a bound over the cluster's warnings makes every node log each batch.
 
     source .services/env      # the Cassandra of scripts/services.sh
-    .venv/bin/python -m bench.sink_batches --cassandra-pid "$(cat .services/cassandra/pid)" \\
+    .venv/bin/python -m bench.probes.sink_batches \\
+        --cassandra-pid "$(cat .services/cassandra/pid)" \\
         --bounds 10:4096,10:32768,100:32768 --rounds 3
 """
 

@@ -1,6 +1,6 @@
 """What a page's outlinks cost the worker: CPU per page of link extraction on a real HTML tree.
 
-``python -m bench.micro_outlinks [--html DIR] [--baseline FILE]`` parses every ``*.html`` of
+``python -m bench.probes.micro_outlinks [--html DIR] [--baseline FILE]`` parses every ``*.html`` of
 ``DIR`` (default: the Debian postgresql-doc-15 tree) and prints, per page, medians of 5 rounds of
 process CPU time: ``parse_html`` (which now also reads anchor texts and rel tokens),
 ``page_links`` (canonicalize, deduplicate, scope-check the listed links: ``Page.links``) and
@@ -62,7 +62,7 @@ def percentiles(values: list[int]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.micro_outlinks", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.probes.micro_outlinks", description=__doc__)
     ap.add_argument("--html", type=Path, default=Path("/usr/share/doc/postgresql-doc-15/html"))
     ap.add_argument(
         "--baseline", type=Path, help="an earlier agents/content/parse.py to time as well"

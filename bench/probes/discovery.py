@@ -1,7 +1,7 @@
 """Discovery bench: CPU per page of a site found only through a gzipped sitemap index, against
 a link-only crawl of the same pages (docs/performance.md, "Canonicalization and discovery").
 
-Run: ``python -m bench.discovery [--pages N] [--runs R]``. Two sites of N pages with the same
+Run: ``python -m bench.probes.discovery [--pages N] [--runs R]``. Two sites of N pages with the same
 body filler, served by ``python -m http.server`` in a subprocess (its CPU is not counted):
 
 * ``links``: page n links to pages 2n+1 and 2n+2 (a tree from ``/``), no sitemap;

@@ -1,9 +1,9 @@
 """How fresh a continuous crawl keeps its copies: the adaptive revisit schedule
 (``agents/policy/revisit.py``) against fixed intervals, on a simulated clock.
 
-Run: ``python -m bench.freshness_sim [--pages N] [--hours H] [--seeds K] [--json]``. No network,
-no sleeping: one core for well under a minute with the defaults (some 20 crawls of the simulated
-web per adaptive setting and seed, most of them to find the matching fixed intervals).
+Run: ``python -m bench.probes.freshness_sim [--pages N] [--hours H] [--seeds K] [--json]``. No
+network, no sleeping: one core for well under a minute with the defaults (some 20 crawls of the
+simulated web per adaptive setting and seed, most of them to find the matching fixed intervals).
 
 The web: ``N`` pages whose contents change as Poisson processes, a living site: 10 % change every
 5 minutes on average, 30 % hourly, 60 % never. The
@@ -253,7 +253,9 @@ def table(rows: Sequence[Row], pages: int, hours: float, seeds: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.freshness_sim", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.probes.freshness_sim", description=__doc__
+    )
     parser.add_argument("--pages", type=int, default=1_000)
     parser.add_argument("--hours", type=float, default=48.0)
     parser.add_argument("--seeds", type=int, default=3, help="runs of each figure (median)")

@@ -1,6 +1,6 @@
 """``status`` on a synthetic crawl of 1 M URL states: how long and how many messages it reads.
 
-``python -m bench.status_counts [--partitions 12] [--states 1000000] [--runs 5]`` creates
+``python -m bench.probes.status_counts [--partitions 12] [--states 1000000] [--runs 5]`` creates
 topics under a fresh prefix on ``STREAMCRAWL_KAFKA_BOOTSTRAP``, writes for every partition 20
 superseded counts messages and then its final one (the frontier agents' ``counts`` records,
 summing to ``--states``), and times ``kafka_status.read_status`` in-process (wall and this

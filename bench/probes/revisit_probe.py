@@ -1,4 +1,4 @@
-"""``python -m bench.kafka_probe --revisits S``: what a 304 revisit costs a worker against a
+"""``python -m bench.probes.kafka_probe --revisits S``: what a 304 revisit costs a worker against a
 first fetch (the probe's docstring says how the crawl is read: the seed, the first cycle's end,
 the revisit window)."""
 
@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bench.kafka_probe import Fetch, Key, by_label, metrics, page_fetches, topic_sizes
 from bench.kafka_runner import Seeded, seed
 from bench.kafka_topology import Topology
+from bench.probes.kafka_probe import Fetch, Key, by_label, metrics, page_fetches, topic_sizes
 
 if TYPE_CHECKING:
     from tests.integration.site_process import RemoteServer
