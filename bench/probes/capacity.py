@@ -14,6 +14,10 @@ Two steps, both re-runnable:
 
 The arithmetic (``plan``) is pure and tested on a hand-made fixture
 (tests/bench/test_capacity.py); bench/probes/capacity_doc.py writes the doc.
+
+Informs: how many workers, partitions, Kafka brokers and Cassandra nodes a crawl of a given size
+and period needs (docs/capacity.md, "The answer"; where each constant was measured:
+docs/capacity.md, "Measured constants").
 """
 
 from __future__ import annotations

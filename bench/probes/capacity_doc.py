@@ -1,6 +1,9 @@
 """docs/capacity.md's text: the answer per target, the constants with the rows that measured
 them, the assumptions, how each line follows and what the model leaves out (bench/probes/capacity.py
-computes; this module only writes)."""
+computes; this module only writes).
+
+Informs: the sizing of bench/probes/capacity.py (docs/capacity.md, "The answer"), whose command
+writes the doc with it: ``python -m bench.probes.capacity``."""
 
 from __future__ import annotations
 

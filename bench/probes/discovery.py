@@ -11,6 +11,10 @@ body filler, served by ``python -m http.server`` in a subprocess (its CPU is not
 Each run is one embedded crawl (delay 0, concurrency 16) in this process; the row is the
 median over runs of process CPU seconds (``time.process_time``) divided by pages fetched. The
 sitemap crawl also pays for its three sitemap fetches and their parsing.
+
+Informs: whether finding a site's pages through its sitemaps costs more per page than following
+its links, and so needs work of its own (docs/performance.md, "Canonicalization and discovery":
+it costs the same).
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ Faust's consumer thread included) from its first event to its last, per event.
 
     source .services/env                 # written by scripts/services.sh start
     .venv/bin/python -m bench.probes.faust_floor --messages 10000 --rate 1000 --runs 3
+
+Informs: whether the frontier agent should leave Faust's stream for a plain aiokafka consumer
+(docs/performance.md, "The frontier agent's per-event cost": the saving per page was not worth
+the rewrite).
 """
 
 from __future__ import annotations

@@ -28,6 +28,10 @@ CPU (psutil: user + system of the crawler process): a static site of ``--cpu-pag
 with fixed revisits every second, so that once every page has been fetched every request is a 304
 revisit; both phases run at the politeness rate (one request per ``--delay``), so the CPU per
 request of the first cycle and of a later window of revisits are compared at the same rate.
+
+Informs: whether the adaptive revisit schedule keeps copies fresher than fixed intervals for the
+same fetches on a real crawl, and what a 304 revisit costs the embedded crawl against a first
+fetch (docs/performance.md, "Continuous crawling: freshness and the cost of a revisit").
 """
 
 from __future__ import annotations

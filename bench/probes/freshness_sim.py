@@ -22,6 +22,11 @@ schedule is matched to each adaptive setting twice by bisection on its interval:
 fetch rate (what freshness the same budget buys) and at the same freshness (what it costs); the
 ratio is adaptive fetches / fixed fetches at the same freshness. Each figure is the median over
 seeds.
+
+Informs: which adaptive revisit settings (first interval, minimum, maximum) buy more freshness
+than fixed intervals for the same fetches, and what the measured crawl of
+bench/probes/freshness.py should find (docs/performance.md, "Continuous crawling: freshness and
+the cost of a revisit").
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ loop turns when a task ends, an outcome is applied, an origin becomes ready, or 
 Simulated for a window; the origins with pages left then are politeness-bound (the report says
 whether the workers still had CPU and slots to spare), so each finishes after its remaining
 pages x its mean cycle (max(delay, fetch + CPU), from the same distributions): ``extrapolate``.
+
+Informs: what bench/probes/heavy_tail_sim.py informs (docs/performance.md, "Heavy tails,
+simulated"); its command runs this model: ``python -m bench.probes.heavy_tail_sim``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ CPU and slots, per partition the share of its time with work in which it had not
 although its worker had a free slot (idle behind politeness), in the window and over its life,
 and the share of that spent behind one origin; when each partition finishes; ``--reshard``: the
 same at 2 x P partitions on 2 x W workers.
+
+Informs: whether giving each origin one partition (and so one worker) lets a partition stall
+behind a slow or huge origin or hold far more than its share, and what a reshard to twice the
+partitions changes (docs/performance.md, "Heavy tails, simulated").
 """
 
 from __future__ import annotations

@@ -30,6 +30,12 @@ One origin's rate is 1/``--delay`` in both phases when the interval is shorter t
 cycle (pages x delay): revisits are then always due.
 
     .venv/bin/python -m bench.probes.kafka_probe --origins 4 --pages 100 --delay 0.05 --revisits 3
+
+Informs: the worker's tuning, one variant at a time, by its CPU and Kafka messages per page
+(docs/performance.md, "Where a worker's CPU goes", "Kafka messages per page", "Changelog writes
+per page", "Latency at delay 0: the link flush and the frontier's hurry", "Producer settings and
+compression", "The sink's requests"); with ``--revisits``, what a 304 revisit costs a worker
+(docs/performance.md, "Continuous crawling: freshness and the cost of a revisit").
 """
 
 from __future__ import annotations

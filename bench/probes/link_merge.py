@@ -17,6 +17,10 @@ partition number); every other figure is the site's and the partitioner's.
     python -m bench.probes.link_merge --origins 16 --pages 100 --partitions 12 --measured 0.62
 
 The site is generated as ``bench.worker_rows`` generates it (seed 6, first port ``--base-port``).
+
+Informs: whether the links' ``frontier`` messages are what makes two workers dearer than one,
+and whether longer link flushes could merge them (docs/performance.md, "What a second worker
+costs").
 """
 
 from __future__ import annotations

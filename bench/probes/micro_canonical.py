@@ -1,6 +1,6 @@
 """Micro-benchmark of link canonicalization on a realistic page (30 hrefs).
 
-Run: ``python bench/probes/micro_canonical.py``.  Prints microseconds per link for:
+Run: ``python -m bench.probes.micro_canonical``.  Prints microseconds per link for:
 
 * ``w3lib``: ``urljoin`` + ``url_query_cleaner`` + ``canonicalize_url`` (the baseline);
 * ``resolve (ada)``: the WHATWG resolution alone (``agents.urls.canonical.resolve``, the ada
@@ -10,6 +10,10 @@ Run: ``python bench/probes/micro_canonical.py``.  Prints microseconds per link f
 * ``links cold``: one ``Canonicalizer``, a new page URL each time (relative hrefs miss; absolute
   and root-relative ones hit entries shared across the site's pages, as in a real crawl);
 * ``links warm``: the same page again (every href a cache hit).
+
+Informs: how links are resolved and canonicalized: WHATWG resolution by ada rather than a
+resolver of our own, and the ``Canonicalizer``'s cache (docs/performance.md, "Canonicalization
+and discovery"; rows in bench/notes/canonicalization-and-discovery.md).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ process CPU time: ``parse_html`` (which now also reads anchor texts and rel toke
 ``--baseline FILE`` (an earlier ``agents/content/parse.py``, e.g.
 ``git show REV:agents/content/parse.py > /tmp/parse_before.py``) that parser is timed too.
 Then the distribution of links per page and of bytes per listed link and per page's ``links`` array.
+
+Informs: the default bound on the links a page record lists, and what listing them costs the
+worker (docs/performance.md, "Outlinks in the page record").
 """
 
 from __future__ import annotations

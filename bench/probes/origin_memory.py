@@ -16,6 +16,10 @@ and the process's RSS at each step.
 
 It measures the fetch service and its scheduler with the tables, not a whole Faust worker
 (whose own baseline the probe measures: ``bench/probes/kafka_probe.py``'s ``peak_rss_mb``).
+
+Informs: the default bound on the origins the scheduler holds in memory
+(``max_origins_in_memory``), by the RSS and the time to the first dispatch it gives
+(docs/performance.md, "The scheduler's memory with 1 M origins").
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ record batches: the ``*.log`` files under ``--kafka-data``, when given) and, wit
 
     source .services/env                  # the services the runs used (scripts/services.sh)
     .venv/bin/python -m bench.probes.page_records --kafka-data .services/kafka/data --cassandra
+
+Informs: what the link list adds to a page record on the broker and in Cassandra
+(docs/performance.md, "Outlinks in the page record"); bench/probes/storage_bytes.py and
+bench/probes/warc_broker_bytes.py reuse its readers.
 """
 
 from __future__ import annotations

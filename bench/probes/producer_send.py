@@ -11,6 +11,10 @@ each result to the event loop (``call_soon_threadsafe``), as an asyncio wiring w
     source .services/env      # or the shared services' env file
     .venv/bin/python -m bench.probes.producer_send aiokafka --messages 10000
     .venv/bin/python -m bench.probes.producer_send confluent --messages 10000
+
+Informs: whether a C Kafka client (confluent-kafka) would make the worker's awaited sends
+cheaper than aiokafka's (docs/performance.md, "Producer settings and compression": it would
+not).
 """
 
 from __future__ import annotations

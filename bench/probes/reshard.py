@@ -12,6 +12,9 @@ after. Needs ``STREAMCRAWL_KAFKA_BOOTSTRAP`` (``scripts/services.sh start`` writ
 
 ``--out`` writes a results file that ``python -m bench.run --report-from RUN.json,X.json``
 merges into docs/benchmarks.md ("Reshard"); docs/kubernetes.md ("Partitions") cites it.
+
+Informs: how long the workers must stay stopped while ``streamcrawl admin reshard`` moves a
+crawl to another partition count (docs/kubernetes.md, "Scale").
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """``python -m bench.probes.kafka_probe --revisits S``: what a 304 revisit costs a worker against a
 first fetch (the probe's docstring says how the crawl is read: the seed, the first cycle's end,
-the revisit window)."""
+the revisit window).
+
+Informs: what a 304 revisit costs a Kafka worker against a first fetch (docs/performance.md,
+"Continuous crawling: freshness and the cost of a revisit"); run through
+``python -m bench.probes.kafka_probe --revisits S``."""
 
 from __future__ import annotations
 

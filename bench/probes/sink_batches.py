@@ -13,6 +13,10 @@ the cluster: a bound over the cluster's warnings makes every node log each batch
     .venv/bin/python -m bench.probes.sink_batches \\
         --cassandra-pid "$(cat .services/cassandra/pid)" \\
         --bounds 10:4096,10:32768,100:32768 --rounds 3
+
+Informs: how large the Cassandra sink's batches may be, and what to set in the nodes' warnings
+for a crawl (docs/performance.md, "The sink's requests"; docs/operations.md, "Cassandra's batch
+warnings").
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ superseded counts messages and then its final one (the frontier agents' ``counts
 summing to ``--states``), and times ``kafka_status.read_status`` in-process (wall and this
 process's CPU) and the ``streamcrawl status --json`` command (wall, interpreter start
 included). Prints one JSON line per run and the medians. No crawl, no Cassandra.
+
+Informs: whether ``streamcrawl status`` can read a crawl's counts from the ``counts`` topic
+rather than from Cassandra's rows, at 1 M URL states (docs/performance.md, "status on 1 M URL
+states").
 """
 
 from __future__ import annotations

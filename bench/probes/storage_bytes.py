@@ -23,6 +23,9 @@ Writes one JSON file (``--out``, default ``bench/results/storage-<time>.json``) 
     source .services/env
     .venv/bin/python -m bench.probes.storage_bytes --origins 100 --pages 100 \\
         --kafka-data .services/kafka/data --cassandra-data .services/cassandra/data/data
+
+Informs: the byte constants of the capacity model (docs/capacity.md, "Measured constants") and
+how many Kafka messages a page makes by topic (docs/performance.md, "Kafka messages per page").
 """
 
 from __future__ import annotations

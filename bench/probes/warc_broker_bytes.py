@@ -12,6 +12,9 @@ data directory), plus the worker's ``streamcrawl_kafka_capture_bytes`` counter.
     .venv/bin/python -m bench.probes.warc_broker_bytes --kafka-data .services/kafka/data
 
 Record of a run: bench/notes/warc-broker-bytes.md.
+
+Informs: what archiving costs on the broker, and when to seed with ``--no-bodies``
+(docs/warc.md, "Kafka wiring").
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ capture (best of 5 rounds: the machine may be shared) and bytes written per capt
 
 The project's budget: archiving adds at most 15 % to an embedded crawl's ~1 ms of CPU per page,
 i.e. about 150 us per capture (docs/warc.md, "Files", has the figures and the choice of level).
+
+Informs: that WARC records are written by our own writer rather than warcio, and compressed by
+ISA-L at level 1 (docs/warc.md, "Records"; docs/warc.md, "Files").
 """
 
 from __future__ import annotations
