@@ -13,13 +13,13 @@ import pytest
 
 from streamcrawl.topology.settings import load_settings
 from streamcrawl.topology.worker import app as app_module
-from streamcrawl.topology.worker.clients import (
+from streamcrawl.topology.worker.internals import (
     FETCH_MAX_WAIT_MS,
     FETCH_MIN_BYTES,
     FETCHER_TIMEOUT_S,
     IDLE_FETCH_MAX_WAIT_MS,
+    fetch_in_windows,
 )
-from streamcrawl.topology.worker.internals import fetch_in_windows
 
 
 class Fetcher:

@@ -1,5 +1,6 @@
-"""The worker's Kafka clients: aiokafka and Faust connection arguments from ``Settings``, the
-acks and idempotence of Faust's producer, and the consumers' fetch windows.
+"""The worker's Kafka clients: aiokafka and Faust connection arguments from ``Settings``, and
+the acks and idempotence of Faust's producer. (The consumers' fetch windows, which aiokafka
+fixes at construction, are switched in ``topology.worker.internals``.)
 
 The librdkafka spelling of the same settings, and ``check_security`` that both sides call
 first, are in ``topology.admin.config`` (its docstring has the table of the three spellings).
@@ -180,22 +181,3 @@ def check_connection(settings: Settings, timeout: float) -> None:
         if isinstance(last, ssl.SSLError):
             raise tls_failed(settings, str(last))
     raise unreachable(settings, timeout, last)
-
-
-# Consumer fetches of the worker (Faust's consumer: ``frontier``, ``outcomes``, changelogs; the
-# sink's: ``pages``, ``status``; the shared view's: ``control``, ``budget``). With aiokafka's one
-# byte, the broker answered a fetch as soon as anything arrived: a worker crawling tens of pages
-# a second got an answer, and woke its threads, for nearly every message. After a fetch that
-# brought records, the next one waits up to FETCH_MAX_WAIT_MS for FETCH_MIN_BYTES (a saturated
-# worker fills them sooner); after one that brought none it waits up to IDLE_FETCH_MAX_WAIT_MS
-# (Faust's own 1.5 s; aiokafka's default is 0.5 s) but returns with the first record, so that an
-# idle worker fetches rarely and a record is not delayed. Between fetches, aiokafka's fetch
-# routine also woke on a 200 ms timer (its ``consumer_timeout_ms``; now FETCHER_TIMEOUT_S) to
-# look over every assigned partition, though each event it acts on (a fetch done, records
-# consumed, a seek, a resume, a new assignment, a metadata refresh) wakes it through a future
-# of its own: those timed wake-ups of each consumer were the largest share of an idle worker's
-# loop. Measured in docs/performance.md ("Consumer fetch windows", "An idle worker").
-FETCH_MIN_BYTES = 64 * 1024
-FETCH_MAX_WAIT_MS = 100
-IDLE_FETCH_MAX_WAIT_MS = 1500
-FETCHER_TIMEOUT_S = 1.5

@@ -5,8 +5,9 @@ tests/unit/test_internals.py fails on another series, so an upgrade starts here)
 reaches, and why no public API does it:
 
 - aiokafka ``Fetcher`` (``consumer._fetcher``: ``_fetcher_timeout``, ``_fetch_min_bytes``,
-  ``_fetch_max_wait_ms``, ``_proc_fetch_request``): the fetch windows (``fetch_in_windows``);
-  aiokafka fixes them at construction.
+  ``_fetch_max_wait_ms``, ``_proc_fetch_request``): the fetch windows (``fetch_in_windows``,
+  with the values of the windows, ``FETCH_MIN_BYTES`` and the rest); aiokafka fixes them at
+  construction.
 - Faust's aiokafka driver (``AIOKafkaConsumerThread._ensure_consumer``,
   ``Consumer._new_consumer_thread``, ``verify_event_path``): the same windows for Faust's own
   consumer, and its livelock check without a task per partition (``fetch_worker_in_windows``).
@@ -35,18 +36,29 @@ from typing import TYPE_CHECKING, Any
 from faust.streams import _current_event
 from faust.types import TP
 
-from streamcrawl.topology.worker.clients import (
-    FETCH_MAX_WAIT_MS,
-    FETCH_MIN_BYTES,
-    FETCHER_TIMEOUT_S,
-    IDLE_FETCH_MAX_WAIT_MS,
-)
-
 if TYPE_CHECKING:
     import faust
     from aiokafka import AIOKafkaConsumer
 
 CHECKED_AGAINST = {"faust-streaming": "0.15", "aiokafka": "0.14"}
+
+# Consumer fetches of the worker (Faust's consumer: ``frontier``, ``outcomes``, changelogs; the
+# sink's: ``pages``, ``status``; the shared view's: ``control``, ``budget``). With aiokafka's one
+# byte, the broker answered a fetch as soon as anything arrived: a worker crawling tens of pages
+# a second got an answer, and woke its threads, for nearly every message. After a fetch that
+# brought records, the next one waits up to FETCH_MAX_WAIT_MS for FETCH_MIN_BYTES (a saturated
+# worker fills them sooner); after one that brought none it waits up to IDLE_FETCH_MAX_WAIT_MS
+# (Faust's own 1.5 s; aiokafka's default is 0.5 s) but returns with the first record, so that an
+# idle worker fetches rarely and a record is not delayed. Between fetches, aiokafka's fetch
+# routine also woke on a 200 ms timer (its ``consumer_timeout_ms``; now FETCHER_TIMEOUT_S) to
+# look over every assigned partition, though each event it acts on (a fetch done, records
+# consumed, a seek, a resume, a new assignment, a metadata refresh) wakes it through a future
+# of its own: those timed wake-ups of each consumer were the largest share of an idle worker's
+# loop. Measured in docs/performance.md ("Consumer fetch windows", "An idle worker").
+FETCH_MIN_BYTES = 64 * 1024
+FETCH_MAX_WAIT_MS = 100
+IDLE_FETCH_MAX_WAIT_MS = 1500
+FETCHER_TIMEOUT_S = 1.5
 
 
 def committed_offset(consumer: Any, topic: str, partition: int) -> int | None:
