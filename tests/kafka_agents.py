@@ -35,6 +35,7 @@ from streamcrawl.schemas.records import (
     Page,
     UrlStatus,
 )
+from streamcrawl.topology.worker.internals import refresh_metadata
 from tests.httpserver import LOOPBACK_GUARD
 
 MESSAGE_LIMIT = 1024 * 1024  # Kafka's default max.message.bytes (the topics but pages)
@@ -63,7 +64,13 @@ class AgentsCrawl:
     def __post_init__(self) -> None:
         self.rules = CrawlRules.from_policy(self.policy)
         self.store = TableStore({}, {}, {})
-        self.view = SharedView(None, "t.control", "t.budget", self.metrics)  # type: ignore[arg-type]
+        self.view = SharedView(
+            None,  # type: ignore[arg-type]
+            "t.control",
+            "t.budget",
+            self.metrics,
+            refresh_metadata=refresh_metadata,
+        )
         self.view.policies[self.policy.crawl_id] = self.policy
         self._inbox: asyncio.Queue[tuple[str, int, bytes]] = asyncio.Queue()
         # each topic partition's next offset: the agent acknowledges and takes catch-up markers

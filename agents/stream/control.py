@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -43,6 +43,9 @@ class SharedView(Service):
     """Crawl id -> rules and (crawl id, partition) -> admitted count, for every crawl.
 
     ``ready`` is set once the reader has caught up with the end offsets seen at start.
+    ``refresh_metadata`` fetches the cluster's metadata into the started consumer, for a topic
+    that does not exist yet (the wiring's ``topology.worker.internals.refresh_metadata``: no
+    public aiokafka call does it).
     """
 
     def __init__(
@@ -52,11 +55,14 @@ class SharedView(Service):
         budget_topic: str,
         metrics: Metrics,
         tune_consumer: Callable[[AIOKafkaConsumer], None] = lambda _consumer: None,
+        *,
+        refresh_metadata: Callable[[AIOKafkaConsumer], Awaitable[None]],
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.connection = connection
         self.tune_consumer = tune_consumer  # called with the consumer once it started
+        self.refresh_metadata = refresh_metadata
         self.control_topic = control_topic
         self.budget_topic = budget_topic
         self.metrics = metrics
@@ -124,7 +130,7 @@ class SharedView(Service):
     async def _wait_partitions(self, topic: str) -> set[int]:
         assert self._consumer is not None
         for _ in range(60):
-            await self._consumer._client.force_metadata_update()
+            await self.refresh_metadata(self._consumer)
             parts = self._consumer.partitions_for_topic(topic)
             if parts:
                 return set(parts)

@@ -19,7 +19,7 @@ from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 from streamcrawl.topology.worker import clients as kafka_clients
-from streamcrawl.topology.worker.internals import fetch_in_windows
+from streamcrawl.topology.worker.internals import fetch_in_windows, refresh_metadata
 
 URL = "http://127.0.0.1:9/"
 
@@ -61,7 +61,13 @@ async def test_hostile_specs_on_the_control_topic_are_refused_and_the_worker_rea
 
     caplog.set_level(logging.WARNING, "streamcrawl.agents.stream.control")
     connection = kafka_clients.aiokafka_connection(settings)
-    view = SharedView(connection, admin.topic_name(settings, "control"), budget, Metrics())
+    view = SharedView(
+        connection,
+        admin.topic_name(settings, "control"),
+        budget,
+        Metrics(),
+        refresh_metadata=refresh_metadata,
+    )
     await view.start()
     try:
         await asyncio.wait_for(view.ready.wait(), 60)
@@ -100,6 +106,7 @@ async def test_an_idle_view_is_ready_at_once_sees_a_new_spec_at_once_and_stops_a
         budget,
         Metrics(),
         tune_consumer=fetch_in_windows,
+        refresh_metadata=refresh_metadata,
     )
     loop = asyncio.get_running_loop()
     await view.start()

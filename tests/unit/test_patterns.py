@@ -17,6 +17,7 @@ from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.urls.patterns import compile_pattern
 from streamcrawl.agents.urls.scope import Scope
 from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.topology.worker.internals import refresh_metadata
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
 SEED = "https://example.org/"
@@ -85,7 +86,7 @@ def test_cli_refuses_an_unsupported_pattern_in_one_line_with_exit_2(tmp_path: Pa
 def test_the_worker_refuses_a_spec_with_an_unsupported_pattern(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    view = SharedView(None, "p.control", "p.budget", Metrics())
+    view = SharedView(None, "p.control", "p.budget", Metrics(), refresh_metadata=refresh_metadata)
     caplog.set_level(logging.WARNING, "streamcrawl.agents.stream.control")
     spec = {"v": 2, "crawl_id": "c1", "seeds": [SEED], "include": [r"(?=/blog/)"]}
     assert not view._apply("p.control", 0, 0, b"c1", json.dumps(spec).encode())

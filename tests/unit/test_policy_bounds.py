@@ -30,6 +30,7 @@ from streamcrawl.schemas.records import (
     UrlRef,
 )
 from streamcrawl.topology.cli.main import build_parser
+from streamcrawl.topology.worker.internals import refresh_metadata
 
 MB10 = "x" * (10 * 1024 * 1024)
 URL = "https://example.org/"
@@ -244,7 +245,7 @@ def test_cli_refuses_a_spec_over_a_list_bound_in_one_line() -> None:
 
 
 def view() -> SharedView:
-    return SharedView(None, "p.control", "p.budget", Metrics())
+    return SharedView(None, "p.control", "p.budget", Metrics(), refresh_metadata=refresh_metadata)
 
 
 def test_the_worker_refuses_a_hostile_spec_keeps_the_last_good_one_and_goes_on(

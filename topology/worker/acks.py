@@ -27,6 +27,8 @@ from typing import Any
 
 from faust.types import TP
 
+from streamcrawl.topology.worker.internals import replace_ack
+
 log = logging.getLogger(__name__)
 
 
@@ -41,7 +43,8 @@ async def log_start_offset(consumer: Any, topic: str, partition: int) -> int:
 
 
 def refuse_untracked_acks(consumer: Any, topics: Collection[str]) -> None:
-    """Make ``consumer.ack`` refuse events of ``topics`` that no stream delivered."""
+    """Make ``consumer.ack`` refuse events of ``topics`` that no stream delivered (installed
+    by ``internals.replace_ack``)."""
     ack: Callable[[Any], bool] = consumer.ack
     if getattr(ack, "refuses_untracked", False):
         return  # installed already (the agent restarted)
@@ -60,7 +63,7 @@ def refuse_untracked_acks(consumer: Any, topics: Collection[str]) -> None:
         return ack(message)
 
     guarded.refuses_untracked = True  # type: ignore[attr-defined]
-    consumer.ack = guarded
+    replace_ack(consumer, guarded)
 
 
 def untrack(consumer: Any, event: Any) -> None:

@@ -57,6 +57,7 @@ from streamcrawl.topology.worker.internals import (
     fetch_in_windows,
     fetch_worker_in_windows,
     read_offset,
+    refresh_metadata,
 )
 from streamcrawl.topology.worker.rebalance import RebalanceGate
 from streamcrawl.topology.worker.recovery_watch import RecoveryWatch
@@ -192,6 +193,7 @@ def create_app(
         topic_name(settings, "budget"),
         metrics,
         tune_consumer=fetch_in_windows,
+        refresh_metadata=refresh_metadata,
     )
     rebalancing = RebalanceGate(app)
     fetcher = FetchService(

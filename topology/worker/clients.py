@@ -1,6 +1,6 @@
 """The worker's Kafka clients: aiokafka and Faust connection arguments from ``Settings``, and
-the acks and idempotence of Faust's producer. (The consumers' fetch windows, which aiokafka
-fixes at construction, are switched in ``topology.worker.internals``.)
+the acks, idempotence and request timeout of Faust's producer. (The consumers' fetch windows,
+which aiokafka fixes at construction, are switched in ``topology.worker.internals``.)
 
 The librdkafka spelling of the same settings, and ``check_security`` that both sides call
 first, are in ``topology.admin.config`` (its docstring has the table of the three spellings).
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamcrawl.agents.stream.connection import KafkaConnection
@@ -20,6 +19,7 @@ from streamcrawl.agents.tls import client_context
 from streamcrawl.topology.admin.config import SASL, TLS, check_security
 from streamcrawl.topology.admin.errors import refused_credentials, tls_failed, unreachable
 from streamcrawl.topology.settings import ENV_PREFIX, Settings
+from streamcrawl.topology.worker.internals import use_producer
 
 if TYPE_CHECKING:
     import faust
@@ -91,7 +91,7 @@ def use_producer_settings(app: faust.App, settings: Settings) -> None:
     (``faust_acks``).
 
     Faust has no setting for idempotence: it asks aiokafka for it only in transactions,
-    through ``Producer._settings_extra``, which this subclass extends. aiokafka has one
+    through a private method that ``internals.use_producer`` extends. aiokafka has one
     ``request_timeout_ms`` for two things Kafka's own producer keeps apart (KIP-91): how long a
     request waits for its broker (``request.timeout.ms``), and how long a batch may wait for
     delivery before it is failed (``delivery.timeout.ms``). A short one fails batches during a
@@ -100,29 +100,13 @@ def use_producer_settings(app: faust.App, settings: Settings) -> None:
     good (``OutOfOrderSequenceNumber``; aiokafka issue #1017, librdkafka #2163; a 30 s
     producer_request_timeout crashed tests/integration/test_service_faults.py this way). So
     batches keep Faust's long timeout (they are retried, never expired, through an outage)
-    and only the connections of the producer's client (its ``_request_timeout_ms``, listed in
-    ``topology.worker.internals``) get PRODUCER_CONNECTION_TIMEOUT_MS."""
-    from faust.transport.drivers import aiokafka as driver
-
-    idempotent = settings.kafka_idempotence
-
-    class Producer(driver.Producer):
-        def _settings_extra(self) -> Mapping[str, Any]:
-            extra = super()._settings_extra()
-            return {**extra, "enable_idempotence": True} if idempotent else extra
-
-        def _new_producer(self, transactional_id: str | None = None) -> Any:
-            producer = super()._new_producer(transactional_id)
-            # The client hands this to each connection it opens; on a timeout it closes
-            # that connection and the sender retries the batch (RequestTimedOutError is
-            # retriable) on the leader it then knows.
-            client = producer.client
-            client._request_timeout_ms = min(
-                client._request_timeout_ms, PRODUCER_CONNECTION_TIMEOUT_MS
-            )
-            return producer
-
-    app.transport.Producer = Producer  # type: ignore[misc]
+    and only the connections of the producer's client (``internals.use_producer``) get
+    PRODUCER_CONNECTION_TIMEOUT_MS."""
+    use_producer(
+        app,
+        idempotent=settings.kafka_idempotence,
+        connection_timeout_ms=PRODUCER_CONNECTION_TIMEOUT_MS,
+    )
 
 
 # The topics whose messages carry page bodies. aiokafka sends one produce request to a broker at

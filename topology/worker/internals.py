@@ -18,26 +18,36 @@ reaches, and why no public API does it:
   (``recovery_left``, for ``topology.worker.recovery_watch``); Faust only logs them.
 - ``faust.streams._current_event``: the event whose partition a table reads and writes
   (``set_current_event``), for the frontier agent's batches.
-- Elsewhere, by subclassing: ``RocksDB`` store's ``_new_store_by_url``
-  (``topology.worker.table_stores``); the aiokafka driver's ``Producer._settings_extra``
-  (``topology.worker.clients.use_producer_settings``: an idempotent producer, which Faust asks
-  aiokafka for only in transactions), and in the same subclass the producer's client's
-  ``AIOKafkaClient._request_timeout_ms`` (its connections' request timeout apart from its
-  batches' delivery timeout, which aiokafka takes from the same argument); and the public
-  ``consumer.ack`` and ``consumer.unacked`` that ``topology.worker.acks`` wraps and prunes.
+- aiokafka ``AIOKafkaClient.force_metadata_update`` through ``consumer._client``: metadata of a
+  topic created after the consumer started (``refresh_metadata``, for
+  ``agents.stream.control.SharedView``, which gets it from the wiring); aiokafka's consumer asks
+  only on its own schedule.
+- Faust ``Consumer.ack`` replaced on the worker's consumer (``replace_ack``, for
+  ``topology.worker.acks``): Faust has no hook for an acknowledgement it should refuse.
+- Faust ``Store._get`` and ``rocksdb.Store._dbs``: a table read in one store lookup
+  (``store_get``, for ``topology.worker.table_reads``), and the open databases of a store
+  (``store_databases``, for ``topology.worker.table_stores``); ``Table._new_store_by_url``,
+  overridden to make a ``rocksdb://`` table's store (``rocksdb_table``).
+- Faust's aiokafka driver ``Producer._settings_extra`` and ``_new_producer``, and aiokafka
+  ``AIOKafkaClient._request_timeout_ms``: an idempotent producer, which Faust asks aiokafka for
+  only in transactions, and its connections' request timeout apart from its batches' delivery
+  timeout, which aiokafka takes from the same argument (``use_producer``, for
+  ``topology.worker.clients.use_producer_settings``).
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Mapping, MutableMapping
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+import faust
 from faust.streams import _current_event
 from faust.types import TP
+from yarl import URL
 
 if TYPE_CHECKING:
-    import faust
     from aiokafka import AIOKafkaConsumer
 
 CHECKED_AGAINST = {"faust-streaming": "0.15", "aiokafka": "0.14"}
@@ -157,3 +167,75 @@ def fetch_worker_in_windows(app: faust.App) -> None:
                 self.verify_event_path(now, tp)
 
     app.transport.Consumer = Consumer  # type: ignore[misc]
+
+
+async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:
+    """Fetch the cluster's metadata now into a started ``consumer``, whose
+    ``partitions_for_topic`` knows only what its client last fetched (aiokafka 0.14: the
+    client's ``force_metadata_update``; the consumer has no public call for it)."""
+    await consumer._client.force_metadata_update()
+
+
+def replace_ack(consumer: Any, ack: Callable[[Any], bool]) -> None:
+    """Make ``ack`` the acknowledgement of Faust's ``consumer``: faust-streaming 0.15's
+    messages call ``consumer.ack(message)`` (``Message.on_final_ack``) through the instance,
+    so this one sees every acknowledgement and may refuse it (return False)."""
+    consumer.ack = ack
+
+
+def store_get(table: Any) -> Callable[[bytes], bytes | None]:
+    """One lookup of ``table``'s key in its store, in the current event's partition, as
+    ``Table.get`` reads it (faust-streaming 0.15's ``Store._get``; None: no such key). Faust
+    opens the store at the table's first ``data``: call this once the worker runs."""
+    get: Callable[[bytes], bytes | None] = table.data._get
+    return get
+
+
+def store_databases(store: Any) -> MutableMapping[int, Any]:
+    """The open databases of Faust's RocksDB ``store``, by partition (faust-streaming 0.15's
+    ``rocksdb.Store._dbs``); what is removed from it is no longer the store's."""
+    dbs: MutableMapping[int, Any] = store._dbs
+    return dbs
+
+
+def rocksdb_table(new_store: Callable[[Any, str | URL], Any]) -> type[Any]:
+    """A ``faust.Table`` whose ``rocksdb://`` store ``new_store(table, url)`` makes (for
+    ``App(Table=...)``); any other URL keeps Faust's. faust-streaming 0.15 picks a table's
+    store by URL in ``Table._new_store_by_url``, with no setting for a store class."""
+
+    class RocksTable(faust.Table):  # type: ignore[misc,type-arg]  # Faust's are untyped
+        def _new_store_by_url(self, url: str | URL) -> Any:
+            if URL(str(url)).scheme != "rocksdb":
+                return super()._new_store_by_url(url)
+            return new_store(self, url)
+
+    return RocksTable
+
+
+def use_producer(app: faust.App, *, idempotent: bool, connection_timeout_ms: int) -> None:
+    """Make the worker's Faust producer (``app.producer``, and any its transport creates)
+    idempotent if ``idempotent``, and cap its client's request timeout at
+    ``connection_timeout_ms`` while its batches keep Faust's ``producer_request_timeout``
+    (why: ``topology.worker.clients.use_producer_settings``).
+
+    faust-streaming 0.15 asks aiokafka 0.14 for idempotence only in transactions, through the
+    driver's ``Producer._settings_extra``, which this subclass extends; its ``_new_producer``
+    builds the aiokafka producer, whose client (``AIOKafkaClient._request_timeout_ms``) hands
+    the timeout to each connection it opens, apart from the batches' own."""
+    from faust.transport.drivers import aiokafka as driver
+
+    class Producer(driver.Producer):
+        def _settings_extra(self) -> Mapping[str, Any]:
+            extra = super()._settings_extra()
+            return {**extra, "enable_idempotence": True} if idempotent else extra
+
+        def _new_producer(self, transactional_id: str | None = None) -> Any:
+            producer = super()._new_producer(transactional_id)
+            # The client hands this to each connection it opens; on a timeout it closes
+            # that connection and the sender retries the batch (RequestTimedOutError is
+            # retriable) on the leader it then knows.
+            client = producer.client
+            client._request_timeout_ms = min(client._request_timeout_ms, connection_timeout_ms)
+            return producer
+
+    app.transport.Producer = Producer  # type: ignore[misc]

@@ -5,14 +5,17 @@
 agent reads a seen mark for almost every link of every page (most are hits: links seen
 before), so the second lookup and the layers were a visible share of a saturated worker's
 profile (docs/performance.md, "Table reads and the partitioner"). ``DirectReads`` answers
-``get`` with one lookup in the table's store (``Store._get``: the current event's partition,
-as ``Table.get`` reads it) and hands everything else, writes included, to the table itself.
+``get`` with one lookup in the table's store (``internals.store_get``: the current event's
+partition, as ``Table.get`` reads it) and hands everything else, writes included, to the table
+itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, MutableMapping
 from typing import Any
+
+from streamcrawl.topology.worker.internals import store_get
 
 
 class DirectReads(MutableMapping[bytes, Any]):
@@ -26,7 +29,7 @@ class DirectReads(MutableMapping[bytes, Any]):
     def get(self, key: bytes, default: Any = None) -> Any:
         get = self._get
         if get is None:
-            get = self._get = self._table.data._get
+            get = self._get = store_get(self._table)
         value = get(key)
         return default if value is None else value
 

@@ -20,10 +20,11 @@ import sys
 from collections.abc import MutableMapping, Set
 from typing import Any
 
-import faust
 from faust.stores import rocksdb
 from faust.types import TP
 from yarl import URL
+
+from streamcrawl.topology.worker.internals import rocksdb_table, store_databases
 
 # References to a database while ``_held`` looks at it: the caller's, ``_held``'s argument,
 # ``getrefcount``'s argument. More: something else keeps it.
@@ -53,31 +54,33 @@ class FaustRocksStore(rocksdb.Store):  # type: ignore[misc]  # Faust's classes a
 
     def revoke_partitions(self, table: Any, tps: Set[TP]) -> None:
         topics = table.changelog_topic.topics
-        gone = {tp.partition for tp in tps if tp.topic in topics and tp.partition in self._dbs}
+        dbs = store_databases(self)
+        gone = {tp.partition for tp in tps if tp.topic in topics and tp.partition in dbs}
         if gone:
             self.logger.info("closing dbs of %s partitions %s", table.name, sorted(gone))
-        drop_databases(self._dbs, gone)
+        drop_databases(dbs, gone)
 
     async def stop(self) -> None:
         self.logger.info("Closing rocksdb on stop")
-        drop_databases(self._dbs, set(self._dbs))
+        dbs = store_databases(self)
+        drop_databases(dbs, set(dbs))
 
 
-class RocksTable(faust.Table):  # type: ignore[misc,type-arg]
-    """A Faust table whose ``rocksdb://`` store is ``FaustRocksStore`` (``App(Table=...)``)."""
+def new_rocks_store(table: Any, url: str | URL) -> FaustRocksStore:
+    """The ``FaustRocksStore`` of ``table`` at ``url``, made as Faust makes its own."""
+    return FaustRocksStore(
+        url,
+        table.app,
+        table,
+        table_name=table.name,
+        key_type=table.key_type,
+        key_serializer=table.key_serializer,
+        value_serializer=table.value_serializer,
+        value_type=table.value_type,
+        loop=table.loop,
+        options=table.options,
+    )
 
-    def _new_store_by_url(self, url: str | URL) -> Any:
-        if URL(str(url)).scheme != "rocksdb":
-            return super()._new_store_by_url(url)
-        return FaustRocksStore(
-            url,
-            self.app,
-            self,
-            table_name=self.name,
-            key_type=self.key_type,
-            key_serializer=self.key_serializer,
-            value_serializer=self.value_serializer,
-            value_type=self.value_type,
-            loop=self.loop,
-            options=self.options,
-        )
+
+# A Faust table whose ``rocksdb://`` store is ``FaustRocksStore`` (``App(Table=RocksTable)``).
+RocksTable = rocksdb_table(new_rocks_store)
