@@ -33,6 +33,10 @@ reaches, and why no public API does it:
   only in transactions, and its connections' request timeout apart from its batches' delivery
   timeout, which aiokafka takes from the same argument (``use_producer``, for
   ``topology.worker.clients.use_producer_settings``).
+
+tests/unit/test_private_access.py fails where another module reaches any of these (or another
+private name of Faust, mode or aiokafka): they come here, as a small function that names what it
+reaches and why.
 """
 
 from __future__ import annotations
