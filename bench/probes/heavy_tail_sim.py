@@ -198,7 +198,8 @@ def simulate(web: Web, setup: Setup) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any]) -> str:
-    """The report as the markdown of docs/performance.md ("Heavy tails, simulated")."""
+    """The report as markdown (docs/performance.md, "Heavy tails, simulated", keeps its
+    figures)."""
     top = ", ".join(f"{n:,}" for n in report["largest_origins"][:3])
     lines = [
         f"{report['origins']:,} origins, P(size >= n) = n^-{ZIPF:g} (at most {MAX_PAGES:,}): "
