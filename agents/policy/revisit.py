@@ -181,6 +181,7 @@ class RevisitPolicy:
         """When a URL fetched at ``fetched_at`` on ``level`` is due: its interval, less up to
         ``jitter`` of it. One-sided: a lane keeps due times in order by raising a push to the
         lane's last due (agents/frontier/revisits.py), so a symmetric spread would end up at
-        its top, every interval ``jitter`` too long (measured: bench/freshness.py, revisit gap
-        over interval p50 1.09 with +/- 0.1); spread downwards, it stays within the interval."""
+        its top, every interval up to ``jitter`` too long (docs/performance.md, "Continuous
+        crawling: freshness and the cost of a revisit"); spread downwards, it stays within the
+        interval."""
         return fetched_at + self.interval(level) * (1.0 - self.jitter * u)

@@ -11,9 +11,9 @@ batch per crawl and partition (``by_partition``: the URLs of every origin whose 
 is, each origin's in the order handed over; the frontier agent drops the duplicates, as it
 drops those of one page), keyed by the first of those origins, so it lands on that partition,
 and split to the message size (``frontier_values``). With many origins a page links a few
-that rarely meet in one flush: one batch per origin made ~4 ``frontier`` messages and
-frontier-agent events a page on the many-origins bench row (bench/notes/many-origins.md); per
-partition there are at most as many as partitions per flush.
+that rarely meet in one flush, so one batch per origin made several ``frontier`` messages and
+frontier-agent events a page (docs/performance.md, "Kafka messages per page"); per partition
+there are at most as many as partitions per flush.
 
 A page's links still reach Kafka before its outcome is published (the fetch service awaits
 ``send`` first). The wait is added to the publish, and the publish to the time an origin's

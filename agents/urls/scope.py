@@ -52,7 +52,8 @@ CACHED_URLS = 32768  # URLs whose depth-free scope reason a Scope remembers
 
 @functools.cache
 def _public_suffix_list() -> PublicSuffixList:
-    # The snapshot bundled with the publicsuffixlist package; loaded once (~0.1 s), never fetched.
+    # The snapshot bundled with the publicsuffixlist package; loaded once, at first use; never
+    # fetched.
     return PublicSuffixList()
 
 

@@ -214,7 +214,7 @@ async def test_an_origin_whose_reports_cannot_be_sent_at_all_is_held_back() -> N
 
 def test_the_default_unapplied_bound_is_not_below_its_floor() -> None:
     # 4 x concurrency alone (256 at the default 64) capped a politeness-bound crawl of many
-    # origins at bound / apply latency (bench: 111 pages/s of an ideal 512).
+    # origins at bound / apply latency (docs/performance.md, "The politeness-bound row").
     from streamcrawl.agents.stream import fetch_service as kafka_scheduler
 
     assert kafka_scheduler.MIN_MAX_UNAPPLIED == 4096

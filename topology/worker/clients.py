@@ -115,8 +115,8 @@ def use_producer_settings(app: faust.App, settings: Settings) -> None:
 # KB filled a batch every few sends, and the frontier's small messages queued behind bodies on
 # their way to the broker. Their own producer, with batches of BULK_BATCH_BYTES, lets the
 # bodies go in large batches while outcomes, links and changelog writes take Faust's producer:
-# at 2,000 origins x 5 pages (docs/performance.md, "A producer for bodies") the worker spent
-# 2.3 -> 1.8 ms a page and crawled 390 -> 495 pages a second.
+# a worker with many origins crawls faster for less CPU a page (docs/performance.md, "A
+# producer for bodies").
 BULK_TOPICS = frozenset({"pages", "captures"})
 BULK_BATCH_BYTES = 256 * 1024
 

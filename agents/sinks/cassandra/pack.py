@@ -14,11 +14,11 @@ The bounds are the cluster's own warnings, read by the sink when it starts
 (``driver.batch_bounds``, ``node_bounds``): ``unlogged_batch_across_partitions_warn_threshold``
 and 80 % of ``batch_size_warn_threshold`` (of the fail threshold if that is lower), so a batch
 is logged by no node. Cassandra's defaults (10 partitions, 5 KiB: ``DEFAULT_BOUNDS``, also used
-when the thresholds cannot be read) hold about one page of the bench's site (~3 KB with its
-links) per request; a cluster whose operator raised them for a crawl (docs/operations.md,
-"Cassandra's batch warnings") takes ~10 pages and their states per request. A batch is
-UNLOGGED: no atomicity is wanted, every row carries its own timestamp, so a batch retried whole
-(or half applied before a failure) leaves the same rows.
+when the thresholds cannot be read) hold about one page row per request; a cluster whose
+operator raised them for a crawl (docs/operations.md, "Cassandra's batch warnings") takes
+several pages and their states per request (docs/performance.md, "The sink's requests"). A
+batch is UNLOGGED: no atomicity is wanted, every row carries its own timestamp, so a batch
+retried whole (or half applied before a failure) leaves the same rows.
 
 Pure: rows are ``(statement name, values, estimated bytes, partition)``; no driver import.
 """
@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 SHARE: Final = 0.8  # of the byte threshold: the estimate's margin (it is generous, not exact)
-MAX_PARTITIONS: Final = 50  # a batch's partitions at most (25 to 100 cost the same: sink_batches)
+# A batch's partitions at most, whatever the cluster allows (docs/performance.md, "The sink's
+# requests": more measured no cheaper).
+MAX_PARTITIONS: Final = 50
 
 Row = tuple[str, tuple[Any, ...], int, Hashable]  # name, values, estimated bytes, partition
 Group = list[tuple[str, tuple[Any, ...]]]  # (name, values) of one request

@@ -6,7 +6,8 @@ later fetch wins over an earlier one in any arrival order.
 
 The rows of a write go in unlogged batches within the cluster's batch warnings, read at
 ``start`` (``pack.py``: with Cassandra's defaults, at most 10 partitions and 4 KiB, about one
-request per page; raised for a crawl, ~10 pages a request), page rows first and the small rows
+request per page; raised for a crawl, several pages a request: docs/performance.md, "The sink's
+requests"), page rows first and the small rows
 (URL states, a crawl's origins not yet written by this sink) in the room they leave; a row too
 big for a batch is a request of its own. All run
 at once (at most ``CassandraConfig.concurrency`` in flight) with one event-loop wake-up for the

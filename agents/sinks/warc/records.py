@@ -41,9 +41,9 @@ REDACTED_FIELD = "WARC-Redacted-Headers"
 HTTP_RESPONSE = "application/http; msgtype=response"
 WARC_FIELDS = "application/warc-fields"
 
-# Deflate level of every record, 0-9: 1-3 are ISA-L's levels (``isal``: about half zlib's CPU
-# at level 1 for the same size), 4-9 zlib's, 0 stores. Level 6 would make a plain-HTML capture
-# 7 % smaller for 60 % more CPU (docs/warc.md, "Files", "gzip level": bench/warc_write.py).
+# Deflate level of every record, 0-9: 1-3 are ISA-L's levels (``isal``), 4-9 zlib's, 0 stores.
+# Why 1, and what a higher level would cost: docs/warc.md, "Files", "gzip level" (measured by
+# bench/warc_write.py).
 DEFAULT_LEVEL = 1
 _ISAL_LEVELS = range(1, isal_zlib.ISAL_BEST_COMPRESSION + 1)
 
@@ -71,7 +71,8 @@ def record_id(crawl_id: str, target_uri: str, date: float, kind: str) -> str:
     float) and the record kind (request/response/revisit/metadata). The same capture always
     yields the same ids, so a replayed capture repeats its records' ids (docs/warc.md, "Record
     ids and duplicates")."""
-    # uuid.uuid5 spelled out: a third of its cost, four times per capture (tested equal).
+    # uuid.uuid5 spelled out, without its UUID object: cheaper, and run four times per capture
+    # (tested equal).
     name = f"{crawl_id}\n{target_uri}\n{date!r}\n{kind}".encode()
     b = bytearray(hashlib.sha1(_NAMESPACE + name).digest()[:16])
     b[6] = (b[6] & 0x0F) | 0x50  # version 5
