@@ -110,8 +110,8 @@ async def _mark_sent(
         # aiohttp (3.14) calls this hook just before it writes the request, and the write
         # follows in the same step of the task: a callback scheduled now runs after the bytes
         # were handed to the socket. Stamped in the hook alone, a request preempted before its
-        # write started the next one's delay early: the server's kernel saw 0.099 s between
-        # two requests at a 0.1 s delay (tests/integration/test_topology_faults.py).
+        # write started the next one's delay early (docs/architecture.md, "Where this differs
+        # from the reference design": politeness counts from the wire).
         asyncio.get_running_loop().call_soon(sent.stamp)
 
 

@@ -107,19 +107,9 @@ class FetchService(Service):
         self.metrics = metrics
         self.partitions = partitions
         self.concurrency = concurrency
-        # Fetching pauses while this many fetched URLs wait for the frontier to apply their
-        # outcomes: the fetcher never runs unboundedly ahead of the single table writer (the
-        # consumer's read-ahead and the scheduler's skip sets would grow with the crawl). The
-        # bound caps the rate at bound / apply latency (Little's law): with many origins the
-        # rate is set by politeness, not by concurrency, and 4 x 64 = 256 held the 256 x 20 at
-        # 0.5 s bench row to 111 pages/s (an apply latency of ~2.3 s); 1,024 gave 169. At
-        # 2,000 origins x 5 pages at 1 s, 1,024 held one worker to ~490 pages/s (apply latency
-        # ~2 s), 4,096 gave 564 and 16,384 no more (docs/performance.md, "The politeness-bound
-        # row"). A settling URL costs an entry of the scheduler's skip set; its outcome is in
-        # Kafka already, so a crash does not fetch it again (requests stay within concurrency).
-        if max_unapplied is None:
-            max_unapplied = max(4 * concurrency, MIN_MAX_UNAPPLIED)
-        self.max_unapplied = max_unapplied
+        self.max_unapplied = (
+            max_unapplied if max_unapplied is not None else default_max_unapplied(concurrency)
+        )
         self.halted = halted  # the app is stopping: start nothing new
         # A rebalance is under way (from aiokafka's revoke callback, before ``revoke`` is
         # called: ``topology.worker.rebalance``): start nothing new either. A request started
@@ -384,7 +374,8 @@ class FetchService(Service):
             # that round trip would otherwise be added to every request of the origin. Not
             # before the publish is acked: under load a publish can take longer than the delay,
             # and an origin whose next request started meanwhile had several outcomes not yet
-            # in Kafka, each fetched again after a kill -9 (9 refetches where 3 are allowed).
+            # in Kafka, each fetched again after a kill -9 (docs/architecture.md, "Where this
+            # differs from the reference design": slots freed when the outcome is in Kafka).
             self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
             self.dispatcher.wake()
         return report
@@ -443,6 +434,17 @@ class FetchService(Service):
         abandoned = sum(e.abandoned for e in ended)
         if abandoned:
             log.warning("abandoned %d requests in flight (their URLs will be refetched)", abandoned)
+
+
+def default_max_unapplied(concurrency: int) -> int:
+    """How many fetched URLs may wait for the frontier to apply their outcomes before fetching
+    pauses: the fetcher never runs unboundedly ahead of the single table writer (the consumer's
+    read-ahead and the scheduler's skip sets would grow with the crawl). The bound caps the rate
+    at bound / apply latency (Little's law), and with many origins the rate is set by
+    politeness, not by concurrency: the bound's value is measured in docs/performance.md, "The
+    politeness-bound row". A settling URL costs an entry of the scheduler's skip set; its
+    outcome is in Kafka already, so a crash does not fetch it again."""
+    return max(4 * concurrency, MIN_MAX_UNAPPLIED)
 
 
 def early_release(outcome: Outcome) -> bool:

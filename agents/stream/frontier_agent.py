@@ -196,10 +196,12 @@ class FrontierAgent:
         if in_order:
             self.hook.caught_up(where.partition, token)
 
-    async def _event(self, batch: _Batch, where: Where, value: bytes | None) -> None:
-        short = where.topic.rpartition(".")[2]
+    def _decode(
+        self, short: str, where: Where, value: bytes | None
+    ) -> Outcome | FrontierBatch | None:
+        """The event's record; None (logged, counted) for a message that is not one."""
         try:
-            record = decode(short, value if value is not None else b"")
+            record: Outcome | FrontierBatch = decode(short, value if value is not None else b"")
         except BadMessage as exc:
             self.metrics.bad_messages.labels(short).inc()
             log.warning(
@@ -211,6 +213,13 @@ class FrontierAgent:
                 exc,
                 extra=where.extra(),
             )
+            return None
+        return record
+
+    async def _event(self, batch: _Batch, where: Where, value: bytes | None) -> None:
+        short = where.topic.rpartition(".")[2]
+        record = self._decode(short, where, value)
+        if record is None:
             return
         origin = record.origin
         if partition_for(origin, self.partitions) != where.partition:
