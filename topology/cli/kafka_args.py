@@ -191,6 +191,10 @@ def _warc_command(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "warc" and args.warc_action == "index":  # reads files: no Kafka
+        from streamcrawl.topology.cli.warc_index import cmd_index
+
+        return cmd_index(args.directory, args.output)
     from streamcrawl.topology.cli import kafka_commands
 
     handler: Callable[[argparse.Namespace], int] = getattr(

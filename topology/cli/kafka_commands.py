@@ -406,10 +406,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_warc(args: argparse.Namespace) -> int:
-    """``warc --out DIR``: write ``captures`` into WARC files until SIGTERM/SIGINT (exit 0);
-    ``warc index DIR [-o FILE]``: their CDXJ index (``topology/cli/warc.py``)."""
+    """``warc --out DIR``: write ``captures`` into WARC files until SIGTERM/SIGINT (exit 0),
+    ``topology/cli/warc.py``. ``kafka_args.run`` runs ``warc index`` itself: it needs no Kafka."""
     from streamcrawl.topology.cli import warc
 
-    if args.warc_action == "index":
-        return warc.cmd_index(args.directory, args.output)
     return warc.cmd_write(args, _settings(args))

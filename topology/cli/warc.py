@@ -1,15 +1,12 @@
-"""``streamcrawl warc``: the Kafka wiring's WARC writer (``topology/archive``), and the CDXJ
-index of the files it closed (docs/warc.md, "Kafka wiring")."""
+"""``streamcrawl warc --out DIR``: the Kafka wiring's WARC writer (``topology/archive``,
+docs/warc.md, "Kafka wiring"); ``warc index`` is ``topology/cli/warc_index.py``."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
-import sys
 import threading
-from pathlib import Path
 
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.topology.settings import Settings
@@ -54,23 +51,4 @@ def cmd_write(args: argparse.Namespace, settings: Settings) -> int:
         totals.batches,
         totals.skipped,
     )
-    return 0
-
-
-def cmd_index(directory: Path, output: Path | None) -> int:
-    """``warc index DIR [-o FILE]``: the CDXJ lines of DIR's closed files (``*.warc.gz``, not
-    the ``.open`` one a writer is filling), each record once; to FILE (replaced whole) or
-    stdout. Raises ``ConfigError`` if DIR is not a directory."""
-    from streamcrawl.agents.sinks.warc.index import cdxj_lines
-
-    if not directory.is_dir():
-        raise ConfigError(f"{directory}: not a directory")
-    lines = cdxj_lines(sorted(directory.glob("*.warc.gz")))
-    text = "".join(line + "\n" for line in lines)
-    if output is None:
-        sys.stdout.write(text)
-        return 0
-    partial = output.with_name(output.name + ".partial")
-    partial.write_text(text, "utf-8")
-    os.replace(partial, output)
     return 0
