@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from streamcrawl.topology.cli.kafka_args import KAFKA_EXTRA
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agents", "topology", "schemas")
 WIRING = "streamcrawl.topology"
@@ -183,15 +185,20 @@ def layer_of(module: str) -> str | None:
     return LAYERS[max(matches, key=len)] if matches else None
 
 
-def third_party(path: Path) -> set[str]:
-    """The top-level names of every package ``path`` imports that ``THIRD_PARTY`` rules."""
+def top_level_imports(path: Path) -> set[str]:
+    """The top-level name of every package ``path`` imports (``a`` for ``import a.b``)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
         if isinstance(node, ast.Import):
             out |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             out.add(node.module.split(".")[0])
-    return out & set(THIRD_PARTY)
+    return out
+
+
+def third_party(path: Path) -> set[str]:
+    """The top-level names of every package ``path`` imports that ``THIRD_PARTY`` rules."""
+    return top_level_imports(path) & set(THIRD_PARTY)
 
 
 def layer_violations(edges: dict[str, set[str]]) -> list[str]:
@@ -254,6 +261,101 @@ def test_every_layer_has_its_rules() -> None:
     assert {layer for allowed in THIRD_PARTY.values() for layer in allowed} - set(MAY_IMPORT) == {
         "streamcrawl.topology.cli.demo"
     }
+
+
+# --- the base install --------------------------------------------------------------------------
+
+# ``pip install streamcrawl`` without extras runs ``crawl``, ``demo``, ``warc index`` and
+# ``--help``: the modules they load may not import what only the kafka extra installs
+# (pyproject.toml). They are every module ``topology.cli.main`` reaches, deferred imports and
+# parent packages included, except through the one door ``kafka_args.run`` opens only once it has
+# found the kafka extra installed. tests/test_packaging.py runs the base install for real.
+BASE_ENTRY = "streamcrawl.topology.cli.main"
+KAFKA_DOOR = {("streamcrawl.topology.cli.kafka_args", "streamcrawl.topology.cli.kafka_commands")}
+# The import names of the kafka extra's distributions: those ``kafka_args`` checks for, and what
+# faust-streaming and pydantic-settings bring (``mode``, ``pydantic``).
+KAFKA_ONLY = {*KAFKA_EXTRA, "mode", "pydantic"}
+
+
+def with_parents(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``edges`` plus an edge from each module to its parent package (importing ``a.b.c`` runs
+    ``a/b/__init__.py`` first), when the parent is one of the modules."""
+    out = {}
+    for name, targets in edges.items():
+        parts = name.split(".")
+        parents = {".".join(parts[:i]) for i in range(2, len(parts))} & set(edges)
+        out[name] = targets | parents
+    return out
+
+
+def import_paths(
+    edges: dict[str, set[str]], start: str, cut: set[tuple[str, str]]
+) -> dict[str, list[str]]:
+    """Each module reachable from ``start`` along ``edges`` but none in ``cut``, with the chain
+    of imports that reaches it (``start`` first)."""
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        for target in sorted(edges.get(name, ())):
+            if target not in paths and (name, target) not in cut:
+                paths[target] = [*paths[name], target]
+                todo.append(target)
+    return paths
+
+
+def base_violations(
+    edges: dict[str, set[str]], found: dict[str, set[str]], forbidden: set[str]
+) -> list[str]:
+    """``chain imports package`` for every module of the base install (``BASE_ENTRY`` past no
+    ``KAFKA_DOOR``) that imports a package of ``forbidden``."""
+    paths = import_paths(with_parents(edges), BASE_ENTRY, KAFKA_DOOR)
+    return sorted(
+        f"{' -> '.join(path)} imports {package}"
+        for name, path in paths.items()
+        for package in found.get(name, set()) & forbidden
+    )
+
+
+def test_the_base_install_imports_nothing_of_the_kafka_extra() -> None:
+    found = {name: top_level_imports(path) for name, path in modules().items()}
+    assert base_violations(graph(), found, KAFKA_ONLY) == []
+
+
+def test_the_base_install_reaches_the_embedded_crawl_and_stops_at_the_door() -> None:
+    reached = import_paths(with_parents(graph()), BASE_ENTRY, KAFKA_DOOR)
+    for module in (
+        "streamcrawl.topology.cli.crawl",
+        "streamcrawl.topology.cli.demo",
+        "streamcrawl.topology.cli.warc_index",
+        "streamcrawl.topology.embedded.runner",
+        "streamcrawl.agents.sinks.warc",  # a parent package, imported before warc.files
+    ):
+        assert module in reached
+    assert "streamcrawl.topology.cli.kafka_commands" not in reached
+    assert "streamcrawl.topology.worker.app" not in reached
+
+
+def test_the_base_check_finds_an_import_of_the_kafka_extra() -> None:
+    edges = {
+        BASE_ENTRY: {"streamcrawl.topology.cli.kafka_args", "streamcrawl.topology.cli.crawl"},
+        "streamcrawl.topology.cli.kafka_args": {"streamcrawl.topology.cli.kafka_commands"},
+        "streamcrawl.topology.cli.kafka_commands": set(),  # behind the door: may import faust
+        "streamcrawl.topology.cli.crawl": {"streamcrawl.agents.stream.metrics"},
+        "streamcrawl.agents.stream.metrics": set(),
+        "streamcrawl.agents.stream": set(),  # imported as metrics' parent package
+    }
+    found = {
+        "streamcrawl.topology.cli.kafka_commands": {"faust"},
+        "streamcrawl.agents.stream.metrics": {"prometheus_client", "msgspec"},
+        "streamcrawl.agents.stream": {"mode"},
+    }
+    assert base_violations(edges, found, KAFKA_ONLY) == [
+        "streamcrawl.topology.cli.main -> streamcrawl.topology.cli.crawl -> "
+        "streamcrawl.agents.stream.metrics -> streamcrawl.agents.stream imports mode",
+        "streamcrawl.topology.cli.main -> streamcrawl.topology.cli.crawl -> "
+        "streamcrawl.agents.stream.metrics imports prometheus_client",
+    ]
 
 
 def private_names(path: Path) -> list[str]:

@@ -2,16 +2,22 @@
 admin, warc.
 
 The parsers live here so ``streamcrawl --help`` lists every command; the implementations live
-in ``topology.cli.kafka_commands`` and are imported only when one of them runs.
+in ``topology.cli.kafka_commands`` and are imported only when one of them runs. They need the
+``kafka`` extra (pyproject.toml): without it ``run`` raises a one-line ``ConfigError`` that
+names the extra, before importing anything of it. ``warc index`` reads files only and runs on
+the base install, like the embedded crawl (``tests/unit/test_import_graph.py`` holds both to it).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streamcrawl.agents.errors import ConfigError
 from streamcrawl.topology.cli.options import (
     WARC_MAX_SIZE,
     _policy_value,
@@ -23,6 +29,14 @@ from streamcrawl.topology.cli.options import (
 KAFKA_COMMANDS = (
     "worker", "seed", "pages", "status", "pause", "resume", "stop", "recrawl", "admin", "warc",
 )  # fmt: skip
+
+
+# The import names of the kafka extra's distributions that the Kafka wiring imports (Faust's own
+# ``mode`` comes with faust-streaming, pydantic with pydantic-settings).
+KAFKA_EXTRA = (
+    "faust", "aiokafka", "confluent_kafka", "cassandra", "prometheus_client", "pydantic_settings",
+)  # fmt: skip
+INSTALL_KAFKA_EXTRA = "pip install 'streamcrawl[kafka]'"
 
 
 def _service_flags(p: argparse.ArgumentParser) -> None:
@@ -190,11 +204,32 @@ def _warc_command(sub: Any) -> None:
     )
 
 
+def missing_kafka_extra() -> str | None:
+    """The first import name of ``KAFKA_EXTRA`` that is not installed; None: all are."""
+    return next((name for name in KAFKA_EXTRA if not _installed(name)), None)
+
+
+def _installed(name: str) -> bool:
+    # Checked in sys.modules first: once imported, faust replaces its module with one that has
+    # no __spec__, and find_spec raises on that.
+    return name in sys.modules or importlib.util.find_spec(name) is not None
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.command == "warc" and args.warc_action == "index":  # reads files: no Kafka
+    """Run the Kafka command ``args.command``; its exit code.
+
+    Raises ConfigError (exit 2, one line: what to install) when the kafka extra is missing.
+    """
+    if args.command == "warc" and args.warc_action == "index":
         from streamcrawl.topology.cli.warc_index import cmd_index
 
         return cmd_index(args.directory, args.output)
+    missing = missing_kafka_extra()
+    if missing is not None:
+        raise ConfigError(
+            f"{args.command} needs the kafka extra ({missing} is not installed): "
+            + INSTALL_KAFKA_EXTRA
+        )
     from streamcrawl.topology.cli import kafka_commands
 
     handler: Callable[[argparse.Namespace], int] = getattr(
