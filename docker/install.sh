@@ -1,5 +1,6 @@
 #!/bin/sh
-# Install streamcrawl from SRC into a new virtualenv at VENV, from binary wheels only.
+# Install streamcrawl with the kafka extra (the worker, the Kafka and Cassandra commands, the WARC
+# writer: pyproject.toml) from SRC into a new virtualenv at VENV, from binary wheels only.
 #
 # The Dockerfile's builder stage runs this, and so does scripts/check-dockerfile.sh in CI (in a
 # fresh venv), so a broken install step fails CI even though CI cannot build images.
@@ -17,9 +18,11 @@ PYTHON=${PYTHON:-python3}
 
 "$PYTHON" -m venv --without-pip "$VENV"
 "$PYTHON" -m pip --python "$VENV/bin/python" install \
-  --no-cache-dir --disable-pip-version-check --only-binary=:all: "$SRC"
+  --no-cache-dir --disable-pip-version-check --only-binary=:all: "$SRC[kafka]"
 
-# Smoke: the console script resolves and the packages import.
+# Smoke: the console script resolves, and the packages import with what the worker, the Kafka
+# commands and the WARC writer import (the base install alone would fail here).
 "$VENV/bin/python" -c "import streamcrawl.agents, streamcrawl.schemas, streamcrawl.topology.settings"
+"$VENV/bin/python" -c "import streamcrawl.topology.worker.app, streamcrawl.topology.cli.kafka_commands, streamcrawl.topology.cli.warc"
 "$VENV/bin/streamcrawl" --help >/dev/null
 echo "install.sh: streamcrawl installed into $VENV"

@@ -3,15 +3,30 @@
 The folders stay at the repository's top level (``agents/``, ``topology/``, ``schemas/``) and are
 installed as ``streamcrawl.agents``, ``streamcrawl.topology`` and ``streamcrawl.schemas``, so
 installing streamcrawl next to another distribution that owns ``agents`` breaks neither.
+
+The wheel without extras (``pip install streamcrawl``) crawls, and its Kafka commands name the
+extra to install: installed offline into a fresh venv from wheels of this environment's own
+distributions.
 """
 
 from __future__ import annotations
 
+import email.parser
+import json
 import subprocess
 import sys
 import venv
 import zipfile
+from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from streamcrawl.topology.cli.kafka_args import KAFKA_EXTRA
+from tests.httpserver import RecordingServer, html
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,3 +84,96 @@ def test_wheel_installs_only_the_streamcrawl_namespace(tmp_path: Path) -> None:
         text=True,
     )
     assert namespaced.returncode == 0, namespaced.stderr
+
+
+# --- the base install ---------------------------------------------------------------------------
+
+
+def requires_dist(wheel: Path) -> list[Requirement]:
+    """The requirements of ``wheel`` without extras (its ``Requires-Dist`` lines whose marker
+    holds when no extra is asked for)."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(zf.read(name).decode("utf-8"))
+    reqs = [Requirement(line) for line in metadata.get_all("Requires-Dist") or ()]
+    return [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+
+
+def installed_closure(requirements: Iterable[Requirement]) -> list[metadata.Distribution]:
+    """The distributions of this environment that ``requirements`` need, by their installed
+    metadata, the extras asked for followed. Fails if one is not installed."""
+    installed = {canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions()}
+    seen: set[tuple[str, str]] = set()
+    todo = list(requirements)
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        assert name in installed, f"{req} is not installed here: pip install -e '.[test]'"
+        for extra in ("", *req.extras):
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            for line in installed[name].requires or ():
+                dep = Requirement(line)
+                if dep.marker is None or dep.marker.evaluate({"extra": extra}):
+                    todo.append(dep)
+    return [installed[name] for name in sorted({name for name, _ in seen})]
+
+
+def repack(dist: metadata.Distribution, out: Path) -> Path:
+    """A wheel of an installed distribution, made from the files its RECORD lists inside
+    site-packages (console scripts and bytecode left out): what pip needs to install it again."""
+    name = dist.metadata["Name"].replace("-", "_")
+    wheel = out / f"{name}-{dist.version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for file in dist.files or ():
+            if not str(file).startswith("..") and "__pycache__" not in file.parts:
+                zf.write(dist.locate_file(file), str(file))
+    return wheel
+
+
+@pytest.mark.slow
+def test_the_base_install_crawls_and_names_the_kafka_extra(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    for dist in installed_closure(requires_dist(wheel)):
+        repack(dist, house)
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    offline = ("--no-index", "--find-links", str(house))
+    subprocess.run([*PIP, "--python", str(python), "install", "-q", *offline, wheel], check=True)
+    present = subprocess.run(
+        [str(python), "-c", "import importlib.util as u, sys; "
+         "print(*[n for n in sys.argv[1:] if u.find_spec(n)])", *KAFKA_EXTRA, "mode", "pydantic"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert present.stdout.split() == []
+
+    run = tmp_path / "cwd"
+    run.mkdir()
+
+    def streamcrawl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(env / "bin" / "streamcrawl"), *args],
+            cwd=run, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    assert "worker" in streamcrawl("--help").stdout
+    site = {"/": html('<title>home</title><a href="/a">a</a>'), "/a": html("<title>a</title>")}
+    with RecordingServer(site) as srv:
+        crawl = streamcrawl("crawl", srv.url("/"), "--delay", "0", "--json", "--warc", "warcs")
+    assert crawl.returncode == 0, crawl.stderr
+    assert json.loads(crawl.stdout)["states"] == {"fetched": 2}
+    assert len((run / "out" / "pages.jsonl").read_text().splitlines()) == 2
+    index = streamcrawl("warc", "index", "warcs")
+    assert index.returncode == 0, index.stderr
+    assert sum('"status": "200"' in line for line in index.stdout.splitlines()) == 2
+
+    worker = streamcrawl("worker")
+    assert worker.returncode == 2
+    assert worker.stderr == (
+        "streamcrawl: error: worker needs the kafka extra (faust is not installed): "
+        "pip install 'streamcrawl[kafka]'\n"
+    )

@@ -1,4 +1,5 @@
-"""The kafka extra (pyproject.toml): the Kafka commands name it in one line when it is missing.
+"""The kafka extra (pyproject.toml): the Kafka commands name it in one line when it is missing,
+and the names ``kafka_args`` checks are those the extra installs and the base does not.
 
 tests/test_packaging.py installs the base for real; tests/unit/test_import_graph.py holds the
 base commands' modules to importing nothing of the extra.
@@ -6,8 +7,11 @@ base commands' modules to importing nothing of the extra.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import re
 import sys
+import tomllib
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
@@ -15,6 +19,8 @@ import pytest
 
 from streamcrawl.topology.cli import kafka_args
 from streamcrawl.topology.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # One invocation of every Kafka command, with the arguments its parser requires.
 COMMANDS = [
@@ -76,3 +82,26 @@ def test_with_the_extra_installed_nothing_is_missing() -> None:
     import faust  # noqa: F401  (faust's module then has no __spec__: find_spec would raise)
 
     assert kafka_args.missing_kafka_extra() is None
+
+
+def _names(requirements: list[str]) -> set[str]:
+    """The normalized distribution names of PEP 508 requirement strings."""
+    out = set()
+    for requirement in requirements:
+        match = re.match(r"[A-Za-z0-9._-]+", requirement)
+        assert match, requirement
+        out.add(re.sub(r"[-_.]+", "-", match.group()).lower())
+    return out
+
+
+def test_the_names_checked_are_installed_by_the_kafka_extra_only() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    base, kafka = _names(project["dependencies"]), _names(extras["kafka"])
+    providers = importlib.metadata.packages_distributions()
+    for name in kafka_args.KAFKA_EXTRA:
+        assert _names(providers[name]) & kafka, f"{name} is not installed by the kafka extra"
+        assert not _names(providers[name]) & base, f"{name} is installed by the base"
+    assert not base & kafka
+    # [test] pulls every other extra: the tests run the Kafka wiring too.
+    assert {f"streamcrawl[{extra}]" for extra in extras if extra != "test"} <= set(extras["test"])
