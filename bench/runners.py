@@ -109,7 +109,7 @@ def run_crawlee(ctx: RunContext) -> dict:
 
 
 def embedded_argv(ctx: RunContext, warc: Path | None = None) -> list[str]:
-    """The ``streamcrawl crawl`` command line for this run (the CLI of README.md); with ``warc``,
+    """The ``streamcrawl crawl`` command line for this run (docs/cli.md); with ``warc``,
     the same crawl archiving into that directory."""
     exe = streamcrawl_binary()
     # Without a budget under test, leave room so that the budget never truncates the crawl.
