@@ -139,3 +139,73 @@ def test_free_ports_bind_on_every_loopback_address() -> None:
     for port in ports:
         free = subprocess.run([sys.executable, str(PROBE), "port-free", str(port), *hosts])
         assert free.returncode == 0
+
+
+# -- scripts/test.sh, with a fake python and a fake services.sh --------------------------------
+
+TEST_SH = ROOT / "scripts" / "test.sh"
+FAKE_PYTHON = """#!/bin/bash
+printf '%s\\n' "$*" >> "$(dirname "$0")/python.log"
+"""
+FAKE_SERVICES = """#!/bin/bash
+printf '%s\\n' "$*" >> "$(dirname "$0")/../services.log"
+if [[ $1 == start ]]; then
+    printf 'export %s=127.0.0.1:9\\n' STREAMCRAWL_KAFKA_BOOTSTRAP STREAMCRAWL_CASSANDRA_HOSTS \\
+        > "$STREAMCRAWL_SERVICES_DIR/env"
+fi
+"""
+
+
+@pytest.fixture
+def fake_checkout(tmp_path: Path) -> Path:
+    """A checkout with scripts/test.sh and common.sh, a ``python`` that records its arguments
+    (python.log) and a ``services.sh`` that records its own (services.log) and, on ``start``,
+    writes the env file a real start writes."""
+    scripts = tmp_path / "scripts"
+    (scripts / "_services").mkdir(parents=True)
+    shutil.copy(TEST_SH, scripts / "test.sh")
+    shutil.copy(COMMON, scripts / "_services" / "common.sh")
+    fakes = {tmp_path / "python": FAKE_PYTHON, scripts / "services.sh": FAKE_SERVICES}
+    for path, text in fakes.items():
+        path.write_text(text)
+        path.chmod(0o755)
+    return tmp_path
+
+
+def run_test_sh(checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """scripts/test.sh as from a shell with no services configured (CI runs this test with
+    the suite's services in its environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMCRAWL_")}
+    env |= {"PYTHON": str(checkout / "python")}
+    return subprocess.run(
+        ["bash", str(checkout / "scripts" / "test.sh"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_fast_loop_checks_and_runs_the_unit_tests_without_services(
+    fake_checkout: Path,
+) -> None:
+    r = run_test_sh(fake_checkout, "--unit", "-x")
+    assert r.returncode == 0, r.stderr
+    assert not (fake_checkout / "services.log").exists(), "--unit ran scripts/services.sh"
+    assert not (fake_checkout / ".services").exists()
+    calls = (fake_checkout / "python.log").read_text().splitlines()
+    assert calls[:3] == ["-m ruff check .", "-m ruff format --check .", "-m mypy"]
+    assert calls[3:] == [
+        "-m pytest -m not kafka and not cassandra and not secure tests/unit tests/bench "
+        "tests/test_scripts.py tests/test_packaging.py -x"
+    ]
+
+
+def test_without_unit_the_services_start_and_stop_around_pytest(fake_checkout: Path) -> None:
+    """What CI runs: the fake services.sh sees the start and the stop (so the test above would
+    see one too), and pytest gets the arguments as given."""
+    r = run_test_sh(fake_checkout, "-x")
+    assert r.returncode == 0, r.stderr
+    services = (fake_checkout / "services.log").read_text().splitlines()
+    assert services == ["start kafka cassandra", "stop"]
+    assert (fake_checkout / "python.log").read_text().splitlines()[3:] == ["-m pytest -x"]
