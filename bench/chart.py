@@ -10,6 +10,8 @@ from bench.tables import ORDER, entries
 SHORT = {
     "embedded": "streamcrawl\nembedded",
     "embedded-warc": "streamcrawl\nembedded --warc",
+    "embedded-requests": "streamcrawl\nembedded\n--header --cookies",
+    "embedded-proxy": "streamcrawl\nembedded --proxy",
     "kafka-1": "streamcrawl\nKafka, 1 worker",
     "kafka-1-rerun": "streamcrawl\nKafka, 1 worker\n(rerun)",
     "kafka-2": "streamcrawl\nKafka, 2 workers",

@@ -81,7 +81,7 @@ def main_section(main: dict) -> list[str]:
         "duplicates",
         "private fetched",
         "nginx CPU s",
-        "Kafka / Cassandra CPU s",
+        "services' CPU s",
     ]
     rows = []
     for _, e in entries(main):
@@ -90,11 +90,11 @@ def main_section(main: dict) -> list[str]:
             continue
         m = e["median"]
         ratio = m["pages_per_cpu_s"] / scrapy if scrapy and m["pages_per_cpu_s"] else None
-        svc = (
-            "-"
-            if m["kafka_cpu_s"] is None
-            else f"{cell(m['kafka_cpu_s'])} / {cell(m['cassandra_cpu_s'])}"
-        )
+        svc = "-"
+        if m["kafka_cpu_s"] is not None:
+            svc = f"Kafka {cell(m['kafka_cpu_s'])} / Cassandra {cell(m['cassandra_cpu_s'])}"
+        elif m.get("proxy_cpu_s") is not None:
+            svc = f"proxy {cell(m['proxy_cpu_s'])}"
         rows.append(
             [
                 e["label"],

@@ -30,7 +30,17 @@ REPO = Path(__file__).resolve().parent.parent
 # Defaults relative to the checkout or the system temp dir: no path of one machine.
 VENV = Path(os.environ.get("STREAMCRAWL_BENCH_VENV") or REPO / ".bench-venv")
 REQUIREMENTS = Path(__file__).with_name("requirements.txt")
-ALL = ["scrapy", "crawlee", "embedded", "embedded-warc", "wget", "kafka-1", "kafka-2"]
+ALL = [
+    "scrapy",
+    "crawlee",
+    "embedded",
+    "embedded-warc",
+    "embedded-requests",
+    "embedded-proxy",
+    "wget",
+    "kafka-1",
+    "kafka-2",
+]
 
 
 def ensure_bench_venv() -> None:

@@ -143,7 +143,44 @@ def embedded_argv(ctx: RunContext, warc: Path | None = None) -> list[str]:
     ]
 
 
-def run_streamcrawl_embedded(ctx: RunContext, warc: bool = False) -> dict:
+def request_flags(ctx: RunContext) -> list[str]:
+    """The request options of the ``embedded-requests`` row (docs/requests.md): a header on
+    every request, one per origin, and a cookie jar per origin with a preset cookie, so that
+    every request builds its headers, matches its jar and sends a Cookie header."""
+    flags = ["--header", "X-Bench: 1", "--cookies"]
+    for origin in sorted({seed.rstrip("/") for seed in ctx.seeds}):
+        flags += ["--header-for", origin, "X-Origin: 1", "--cookie-for", origin, "bench=1"]
+    return flags
+
+
+def run_streamcrawl_requests(ctx: RunContext) -> dict:
+    """``embedded`` with request options: what headers and cookies cost a page."""
+    return run_streamcrawl_embedded(ctx, extra=request_flags(ctx))
+
+
+def run_streamcrawl_proxy(ctx: RunContext) -> dict:
+    """``embedded`` through Debian's tinyproxy (``--proxy``): the crawler's CPU, and the
+    proxy's own CPU as a service (``service_cpu_s["proxy"]``), which users pay for too."""
+    import psutil
+
+    from bench.proxy import binary, tinyproxy
+
+    if binary() is None:
+        raise NotRun("tinyproxy not installed (apt-get install tinyproxy)")
+    with tinyproxy(ctx.workdir / "proxy") as proxy:
+        before = psutil.Process(proxy.pid).cpu_times()
+        res = run_streamcrawl_embedded(ctx, extra=["--proxy", proxy.url])
+        after = psutil.Process(proxy.pid).cpu_times()
+        res["service_cpu_s"] = {
+            "proxy": (after.user + after.system) - (before.user + before.system)
+        }
+        res["proxied_requests"] = len(proxy.requests())
+    return res
+
+
+def run_streamcrawl_embedded(
+    ctx: RunContext, warc: bool = False, extra: list[str] | None = None
+) -> dict:
     """``streamcrawl crawl`` (embedded) as a subprocess; its --json summary is self_report.
     ``warc``: archiving into ``<run>/warc`` (what it wrote: ``warc_rows.written``)."""
     exe = streamcrawl_binary()
@@ -156,7 +193,7 @@ def run_streamcrawl_embedded(ctx: RunContext, warc: bool = False) -> dict:
         raise NotRun("this `streamcrawl crawl` has no --warc option")
     code = code_state()
     warc_dir = ctx.workdir / "warc" if warc else None
-    m = _measure(embedded_argv(ctx, warc_dir), ctx)
+    m = _measure([*embedded_argv(ctx, warc_dir), *(extra or [])], ctx)
     if m.returncode != 0 and not m.timed_out:
         raise RuntimeError(f"streamcrawl crawl exited {m.returncode}: {m.stderr_tail[-500:]}")
     res = _result(m, {**_last_json(m.stdout), "code": code})
@@ -215,6 +252,8 @@ RUNNERS = {
     "crawlee": run_crawlee,
     "embedded": run_streamcrawl_embedded,
     "embedded-warc": lambda ctx: run_streamcrawl_embedded(ctx, warc=True),
+    "embedded-requests": run_streamcrawl_requests,
+    "embedded-proxy": run_streamcrawl_proxy,
     "wget": run_wget,
     "kafka-1": lambda ctx: run_kafka_topology(ctx, workers=1),
     "kafka-2": lambda ctx: run_kafka_topology(ctx, workers=2),
@@ -225,6 +264,8 @@ LABELS = {
     "crawlee": "Crawlee for Python (ParselCrawler)",
     "embedded": "streamcrawl crawl (embedded)",
     "embedded-warc": "streamcrawl crawl (embedded) --warc",
+    "embedded-requests": "streamcrawl crawl (embedded) --header --cookies",
+    "embedded-proxy": "streamcrawl crawl (embedded) --proxy (tinyproxy)",
     "wget": "GNU Wget -r --warc-file",
     "kafka-1": "streamcrawl Kafka topology, 1 worker",
     "kafka-2": "streamcrawl Kafka topology, 2 workers",

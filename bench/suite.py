@@ -42,6 +42,7 @@ MEDIAN_KEYS = (
     "pages_per_cpu_s",
     "kafka_cpu_s",
     "cassandra_cpu_s",
+    "proxy_cpu_s",
     "other_cpu_s",
     "warc_bytes",
     "warc_bytes_per_page",
@@ -164,6 +165,7 @@ def one_run(name: str, spec: SiteSpec, rundir: Path, args, **ctx_kw) -> dict:
         warc_bytes_per_page=res["warc_bytes"] / pages if "warc_bytes" in res and pages else None,
         kafka_cpu_s=res["service_cpu_s"].get("kafka"),
         cassandra_cpu_s=res["service_cpu_s"].get("cassandra"),
+        proxy_cpu_s=res["service_cpu_s"].get("proxy"),
     )
     if ctx.delay:
         res["origins_under_delay"] = log.origins_under(ctx.delay)

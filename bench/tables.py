@@ -7,6 +7,8 @@ from __future__ import annotations
 ORDER = [
     "embedded",
     "embedded-warc",
+    "embedded-requests",
+    "embedded-proxy",
     "kafka-1",
     "kafka-1-rerun",
     "kafka-2",
