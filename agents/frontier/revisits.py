@@ -217,51 +217,73 @@ def after_fetch(
     the URL is gone. A failure backs off (``rp.after_error``). Any other end (robots.txt now
     denies it, it redirects, it is too large...) drops it from the schedule.
     """
-    prev = entry.revisit
     started = outcome.started_at or outcome.finished_at
-    kind = entry.kind
     if state in _FETCHED:
-        if prev is None:
-            level, changed_at = rp.first(kind, entry.changefreq), started
-            digest, etag, modified = outcome.digest, outcome.etag, outcome.last_modified
-        else:
-            same = not changed(prev, outcome)
-            level = rp.next(prev.level, not same, kind)
-            changed_at = prev.changed_at if same else started
-            digest = prev.digest if outcome.digest is None else outcome.digest
-            keep = outcome.status == 304  # a 304 may leave out validators that still hold
-            etag = outcome.etag if outcome.etag is not None or not keep else prev.etag
-            modified = outcome.last_modified
-            if modified is None and keep:
-                modified = prev.last_modified
-        return Revisit(
-            fetched_at=started,
-            level=level,
-            due=rp.due(started, level, u),
-            etag=etag,
-            last_modified=modified,
-            digest=digest,
-            status=outcome.status,
-            changed_at=changed_at,
-        ), False
+        return _after_success(entry, outcome, started, rp, u), False
     if state is not TerminalState.FAILED:
         return None, False
     if outcome.status in GONE_STATUSES:
-        if prev is None:
-            return None, False  # never was a page: nothing to keep fresh
-        if prev.gone >= 1:
-            return None, True
-        level = rp.gone_confirm(kind)
-        return msgspec.structs.replace(
-            prev,
-            level=level,
-            due=rp.due(started, level, u),
-            gone=prev.gone + 1,
-            status=outcome.status,
-            forced=False,
-        ), False
+        return _after_gone(entry, outcome, started, rp, u)
+    return _after_error(entry, outcome, started, rp, u), False
+
+
+def _after_success(
+    entry: QueueEntry, outcome: Outcome, started: float, rp: RevisitPolicy, u: float
+) -> Revisit:
+    """The next revisit after a fetch: the first, else up the ladder if unchanged, down if not."""
+    prev, kind = entry.revisit, entry.kind
+    if prev is None:
+        level, changed_at = rp.first(kind, entry.changefreq), started
+        digest, etag, modified = outcome.digest, outcome.etag, outcome.last_modified
+    else:
+        same = not changed(prev, outcome)
+        level = rp.next(prev.level, not same, kind)
+        changed_at = prev.changed_at if same else started
+        digest = prev.digest if outcome.digest is None else outcome.digest
+        keep = outcome.status == 304  # a 304 may leave out validators that still hold
+        etag = outcome.etag if outcome.etag is not None or not keep else prev.etag
+        modified = outcome.last_modified
+        if modified is None and keep:
+            modified = prev.last_modified
+    return Revisit(
+        fetched_at=started,
+        level=level,
+        due=rp.due(started, level, u),
+        etag=etag,
+        last_modified=modified,
+        digest=digest,
+        status=outcome.status,
+        changed_at=changed_at,
+    )
+
+
+def _after_gone(
+    entry: QueueEntry, outcome: Outcome, started: float, rp: RevisitPolicy, u: float
+) -> tuple[Revisit | None, bool]:
+    """After a 404/410: one confirming revisit at the soonest level, then gone."""
+    prev = entry.revisit
+    if prev is None:
+        return None, False  # never was a page: nothing to keep fresh
+    if prev.gone >= 1:
+        return None, True
+    level = rp.gone_confirm(entry.kind)
+    return msgspec.structs.replace(
+        prev,
+        level=level,
+        due=rp.due(started, level, u),
+        gone=prev.gone + 1,
+        status=outcome.status,
+        forced=False,
+    ), False
+
+
+def _after_error(
+    entry: QueueEntry, outcome: Outcome, started: float, rp: RevisitPolicy, u: float
+) -> Revisit:
+    """After a failure other than a 404/410: back off further with each failure in a row."""
+    prev = entry.revisit
     errors = (prev.errors if prev is not None else 0) + 1
-    level = rp.after_error(errors, kind)
+    level = rp.after_error(errors, entry.kind)
     base = prev if prev is not None else Revisit(fetched_at=started, level=level, due=0.0)
     return msgspec.structs.replace(
         base,
@@ -271,7 +293,7 @@ def after_fetch(
         gone=0,
         status=outcome.status,
         forced=False,
-    ), False
+    )
 
 
 def reported(
