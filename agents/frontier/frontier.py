@@ -5,15 +5,15 @@ embedded runner, or the Faust frontier agent) calls ``admit`` for discovered URL
 for fetch outcomes, then commits the overlay (atomically in the embedded runner; key by key in a
 crash-safe order in the Faust tables, so a crash can leave part of one commit). Both are
 idempotent, which also completes such a partial commit: a replayed batch finds its URLs seen; a
-replayed outcome finds its queue entry ended and only repeats its terminal status. The queue's
-layout (segments, the head cursor in the origin's record) is ``agents.frontier.queue``; the
-tables' keys and the origin records ``agents.frontier.records``; what the seen table holds of a
-URL and the statuses that end it ``agents.frontier.statuses``.
+replayed outcome finds its queue entry ended and only repeats its terminal status. The steps
+``admit`` takes for each URL are ``agents.frontier.admission``; the queue's layout (segments,
+the head cursor in the origin's record) is ``agents.frontier.queue``; the tables' keys and the
+origin records ``agents.frontier.records``; what the seen table holds of a URL and the statuses
+that end it ``agents.frontier.statuses``.
 """
 
 from __future__ import annotations
 
-import functools
 import random
 import time
 from collections.abc import Callable
@@ -22,27 +22,16 @@ from dataclasses import dataclass, field
 import msgspec
 
 from streamcrawl.agents.frontier import queue, revisits
-from streamcrawl.agents.frontier.records import (
-    admitted_count,
-    admitted_key,
-    load_origin,
-    seen_key,
-    store_origin,
-)
+from streamcrawl.agents.frontier.admission import Admission, Admitting
+from streamcrawl.agents.frontier.records import load_origin, seen_key, store_origin
 from streamcrawl.agents.frontier.statuses import (
     RETRY,
     attempts_after,
-    ended_at_admission,
-    ended_mark,
-    ended_status,
     moved_statuses,
-    queued_by,
-    queued_mark,
     terminal_state,
     terminal_status,
 )
 from streamcrawl.agents.frontier.store import Changes
-from streamcrawl.agents.policy.revisit import lastmod_forces
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_expiry
 from streamcrawl.agents.urls import cookies
@@ -53,24 +42,10 @@ from streamcrawl.schemas.records import (
     QueueEntry,
     Revisit,
     TerminalState,
-    UrlRef,
     UrlStatus,
 )
 
-
-@dataclass
-class Admission:
-    """What ``admit`` did with a batch."""
-
-    queued: list[tuple[int, QueueEntry]] = field(default_factory=list)
-    statuses: list[UrlStatus] = field(default_factory=list)
-    # URLs whose canonical origin differs from the batch key: re-send them keyed correctly.
-    misrouted: dict[str, list[UrlRef]] = field(default_factory=dict)
-    duplicates: int = 0
-    invalid: int = 0
-    moves: list[revisits.LaneMove] = field(default_factory=list)  # revisits that left lanes
-    forced: int = 0  # revisits a sitemap's newer lastmod moved to the queue (not in queued)
-    state: OriginState | None = None  # the origin's state after the batch; None: not read
+__all__ = ("Admission", "Applied", "Frontier", "robots_unusable")
 
 
 @dataclass
@@ -118,9 +93,9 @@ class Frontier:
         end ``cancelled``. A URL that the origin's cached, unexpired robots.txt denies ends
         ``robots_denied`` here, with the status its dispatch would have ended it with, and
         takes none of the budget; while robots.txt is not known (or the crawl is not running)
-        it is queued and the scheduler decides (``_robots_denies``). Each new URL is marked
-        seen exactly once, so it gets exactly one terminal state: queued now (and a terminal
-        state later), or ``out_of_scope``/``cancelled``/``robots_denied``.
+        it is queued and the scheduler decides (``admission._robots_denies``). Each new URL is
+        marked seen exactly once, so it gets exactly one terminal state: queued now (and a
+        terminal state later), or ``out_of_scope``/``cancelled``/``robots_denied``.
 
         ``source`` names the event being applied (Kafka: topic, partition, offset). A URL that
         ends at admission is marked seen with it, so a replay of that same event, which finds
@@ -137,106 +112,12 @@ class Frontier:
         embedded crawl's own stages made them with these rules), so they are not canonicalized
         again; a batch that crossed a topic is, since anyone may have written it.
         """
-        result = Admission()
-        # Loaded only once a URL needs it: a batch of links seen before (most of them, once a
-        # crawl is under way) neither reads nor decodes its origin's record.
-        st: OriginState | None = None
-        now = self.clock()
-        queued = 0
-        marked: set[bytes] = set()  # seen keys written by this call
+        admitting = Admitting(ch, batch, rules, budget, source, self.clock())
         for ref in batch.urls:
-            if canonical:
-                url = ref.url
-            else:
-                canon = rules.canonicalizer.try_canonicalize(ref.url)
-                if canon is None:
-                    result.invalid += 1
-                    continue
-                if canon.origin != batch.origin:
-                    result.misrouted.setdefault(canon.origin, []).append(
-                        msgspec.structs.replace(ref, url=canon.url)
-                    )
-                    continue
-                url = canon.url
-            key = seen_key(batch.crawl_id, url)
-            seen = ch.get(key)
-            if seen is not None and not source and ref.lastmod is None:
-                result.duplicates += 1  # most links of a page: nothing replays, nothing due
-                continue
-            again = None
-            if seen is not None:
-                # Without a source (the embedded crawl) no event replays: a plain duplicate.
-                replay = source and key not in marked
-                ended = ended_at_admission(seen, source) if replay else None
-                if ended is not None:  # this very event, replayed: its status may be lost
-                    result.statuses.append(ended_status(batch, ref, url, *ended, now))
-                    marked.add(key)
-                    continue
-                at = revisits.read_pointer(seen) if ref.lastmod is not None else None
-                if at is not None and rules.revisit is not None and key not in marked:
-                    # A sitemap lists it as modified since its last fetch: due now.
-                    if st is None:
-                        st = load_origin(ch, batch.origin)
-                    forced = revisits.force(
-                        ch,
-                        st,
-                        batch.crawl_id,
-                        url,
-                        at,
-                        functools.partial(_listed_newer, ref.lastmod, now),
-                    )
-                    if forced is not None and forced.revisit is not None:
-                        marked.add(key)
-                        result.forced += 1
-                        result.moves.append((batch.crawl_id, forced.revisit.due, -1))
-                        continue
-                again = queued_by(seen, source) if replay else None
-                if again is not None and st is None:
-                    st = load_origin(ch, batch.origin)
-                if again is None or st is None or again < st.tail:
-                    result.duplicates += 1
-                    continue
-                # This very event queued it at `again`, but a crash lost the origin state that
-                # counted it: queue it there again (same entry, same key), not at a new tail,
-                # which would fetch it twice.
-            marked.add(key)
-            entry = QueueEntry(
-                crawl_id=batch.crawl_id,
-                url=url,
-                depth=ref.depth,
-                parent=ref.parent,
-                kind=ref.kind,
-                lastmod=ref.lastmod,
-                changefreq=ref.changefreq,
-            )
-            if again is not None and st is not None:
-                queue.push(ch, st, again, entry)
-                result.queued.append((again, entry))
-                queued += 1
-                continue
-            refusal = _refused(url, ref.depth, rules, budget is not None and queued >= budget)
-            if refusal is None:
-                if st is None:
-                    st = load_origin(ch, batch.origin)
-                if _robots_denies(st, url, rules, now):
-                    refusal = TerminalState.ROBOTS_DENIED, None
-            if refusal is not None:
-                state, reason = refusal
-                ch.put(key, ended_mark(source, state, reason, ref.depth))
-                result.statuses.append(ended_status(batch, ref, url, state, reason, ref.depth, now))
-                continue
-            assert st is not None
-            ch.put(key, queued_mark(source, st.tail, ref.depth))
-            result.queued.append((st.tail, entry))
-            queue.push(ch, st, st.tail, entry)
-            queued += 1
-        if (queued or result.forced) and st is not None:
-            store_origin(ch, st)
-        if queued and count_admitted:
-            total = admitted_count(ch, batch.crawl_id) + queued
-            ch.put(admitted_key(batch.crawl_id), str(total).encode())
-        result.state = st
-        return result
+            url = ref.url if canonical else admitting.canonical(ref)
+            if url is not None:
+                admitting.add(ref, url)
+        return admitting.finish(count_admitted)
 
     def apply(self, ch: Changes, outcome: Outcome, rules: CrawlRules) -> Applied:
         """Apply one fetch outcome: robots cache, politeness timing, backoff, retry or terminal."""
@@ -401,47 +282,10 @@ class Frontier:
             st.failures = 0
 
 
-def _listed_newer(lastmod: str | None, now: float, revisit: Revisit) -> bool:
-    """Whether a sitemap's ``lastmod`` is newer than the revisit's last fetch (and not ahead)."""
-    return lastmod_forces(lastmod, revisit.fetched_at, now)
-
-
 def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
     """robots.txt failed (5xx/unreachable) but not yet often enough to give up on the origin."""
     failed = st.robots_expires > 0 and (st.robots_status is None or st.robots_status >= 500)
     return failed and st.failures <= rules.policy.retries
-
-
-def _refused(
-    url: str, depth: int, rules: CrawlRules, over_budget: bool
-) -> tuple[TerminalState, str | None] | None:
-    """(state, reason) of a new URL that ends at admission whatever its origin's state: out of
-    scope, or over the page budget; None: it may be queued."""
-    reason = rules.scope.check(url, depth)
-    if reason is not None:
-        return TerminalState.OUT_OF_SCOPE, reason
-    if over_budget:
-        return TerminalState.CANCELLED, "max_pages"
-    return None
-
-
-def _robots_denies(st: OriginState, url: str, rules: CrawlRules, now: float) -> bool:
-    """Whether the origin's cached robots.txt, still fresh at ``now``, denies ``url``: the
-    scheduler would dispatch it only to end it ``robots_denied`` (``Scheduler._decide``), so
-    admission ends it at once. Only while the crawl runs (stopped, the scheduler cancels the
-    URL instead; paused, it decides on resume), and only by a robots.txt that answered. An
-    unreachable one's "disallow everything" stays with the scheduler: while robots.txt is
-    being retried it holds the origin's URLs back (``robots_unusable``), and only once the
-    retries are spent does it end them ``robots_denied``; deciding that here would need the
-    same failure count, for a case that ends each of an origin's URLs once."""
-    if rules.policy.state != "running" or rules.robots_expired(st, now):
-        return False
-    robots = rules.robots(st)  # parsed once per origin and expiry (``CrawlRules.robots``)
-    return (
-        robots is not None
-        and not robots.unreachable
-        and not robots.allowed(url, rules.policy.user_agent)
-    )
 
 
 def keep_cookies(st: OriginState, outcome: Outcome, rules: CrawlRules) -> None:
