@@ -44,7 +44,9 @@ _EVENT = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
 
 
 class Metrics:
-    """Every metric of a worker. One instance per app; never the global default registry."""
+    """Every metric of a worker. One instance per app; never the global default registry.
+
+    The metrics are attributes, made by one method per component (``_fetch_metrics``...)."""
 
     def __init__(
         self, registry: CollectorRegistry | None = None, *, state_dir: Path | None = None
@@ -56,6 +58,16 @@ class Metrics:
         ProcessCollector(registry=r)
         if state_dir is not None:
             r.register(StateVolume(state_dir))
+        self._fetch_metrics(r)
+        self._scheduler_metrics(r)
+        self._frontier_metrics(r)
+        self._sink_metrics(r)
+        self._kafka_metrics(r)
+        self._worker_metrics(r)
+        self._initialize()
+
+    def _fetch_metrics(self, r: CollectorRegistry) -> None:
+        """Fetches: pages, bytes, latency, outcomes; what robots.txt or the SSRF guard refused."""
         self.pages = Counter(
             "streamcrawl_fetch_pages",
             "Pages fetched, by HTTP status class.",
@@ -69,6 +81,23 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+        self.outcomes = Counter(
+            "streamcrawl_fetch_outcomes",
+            "Fetch outcomes by kind and state.",
+            ["kind", "state"],
+            registry=r,
+        )
+        self.robots_denied = Counter(
+            "streamcrawl_robots_denials", "URLs denied by robots.txt.", registry=r
+        )
+        self.blocked = Counter(
+            "streamcrawl_fetch_blocked",
+            "Fetches the SSRF guard refused (the host's addresses are not public or allowed).",
+            registry=r,
+        )
+
+    def _scheduler_metrics(self, r: CollectorRegistry) -> None:
+        """The scheduler: politeness waits, turnaround, origins and dispatches in flight."""
         self.politeness_wait = Histogram(
             "streamcrawl_scheduler_politeness_wait_seconds",
             "Seconds between two consecutive request starts (robots.txt or page) on one "
@@ -84,6 +113,31 @@ class Metrics:
             buckets=_TURNAROUND,
             registry=r,
         )
+        self.unapplied = Gauge(
+            "streamcrawl_scheduler_unapplied",
+            "Fetched URLs whose outcome the frontier has not applied yet (fetching pauses at "
+            "the cap).",
+            registry=r,
+        )
+        self.origins_tracked = Gauge(
+            "streamcrawl_scheduler_origins",
+            "Origins with work in the scheduler's memory (at most max_origins_in_memory).",
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "streamcrawl_scheduler_in_flight", "Dispatches in flight.", registry=r
+        )
+        self.origins_by_state = Gauge(
+            "streamcrawl_scheduler_origins_by_state",
+            "Origins with work in the scheduler: ready (may start a request now, waiting for "
+            "capacity), waiting (politeness delay, backoff, paused or not due) and fetching "
+            "(a request in flight or its outcome not applied yet).",
+            ["state"],
+            registry=r,
+        )
+
+    def _frontier_metrics(self, r: CollectorRegistry) -> None:
+        """The frontier agent: batches applied, URLs admitted, deduplicated, ended, queued."""
         self.frontier_batch = Histogram(
             "streamcrawl_frontier_batch_seconds",
             "Time the frontier agent spent applying one batch of events and making it durable.",
@@ -94,26 +148,6 @@ class Metrics:
             "streamcrawl_frontier_batch_events",
             "Events per batch the frontier agent applied.",
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
-            registry=r,
-        )
-        self.unapplied = Gauge(
-            "streamcrawl_scheduler_unapplied",
-            "Fetched URLs whose outcome the frontier has not applied yet (fetching pauses at "
-            "the cap).",
-            registry=r,
-        )
-        self.outcomes = Counter(
-            "streamcrawl_fetch_outcomes",
-            "Fetch outcomes by kind and state.",
-            ["kind", "state"],
-            registry=r,
-        )
-        self.robots_denied = Counter(
-            "streamcrawl_robots_denials", "URLs denied by robots.txt.", registry=r
-        )
-        self.blocked = Counter(
-            "streamcrawl_fetch_blocked",
-            "Fetches the SSRF guard refused (the host's addresses are not public or allowed).",
             registry=r,
         )
         self.duplicates = Counter(
@@ -133,12 +167,6 @@ class Metrics:
         self.retries = Counter(
             "streamcrawl_frontier_retries", "Fetch retries scheduled.", registry=r
         )
-        self.bad_messages = Counter(
-            "streamcrawl_kafka_bad_messages",
-            "Undecodable messages skipped, by topic.",
-            ["topic"],
-            registry=r,
-        )
         self.unknown_crawl = Counter(
             "streamcrawl_frontier_unknown_crawl",
             "Messages skipped because their crawl spec never arrived.",
@@ -150,14 +178,9 @@ class Metrics:
             ["partition"],
             registry=r,
         )
-        self.origins_tracked = Gauge(
-            "streamcrawl_scheduler_origins",
-            "Origins with work in the scheduler's memory (at most max_origins_in_memory).",
-            registry=r,
-        )
-        self.in_flight = Gauge(
-            "streamcrawl_scheduler_in_flight", "Dispatches in flight.", registry=r
-        )
+
+    def _sink_metrics(self, r: CollectorRegistry) -> None:
+        """The sink: writes, records, lag, pauses and retries."""
         self.sink_latency = Histogram(
             "streamcrawl_sink_write_latency_seconds",
             "Duration of one sink batch write.",
@@ -187,6 +210,21 @@ class Metrics:
             "Sink writes retried after backpressure.",
             registry=r,
         )
+        self.sink_retries = Counter(
+            "streamcrawl_sink_retries",
+            "Sink batch writes retried, by reason (backpressure, error).",
+            ["reason"],
+            registry=r,
+        )
+
+    def _kafka_metrics(self, r: CollectorRegistry) -> None:
+        """Kafka: messages consumed, produced and refused, lag, rebalances and partitions."""
+        self.bad_messages = Counter(
+            "streamcrawl_kafka_bad_messages",
+            "Undecodable messages skipped, by topic.",
+            ["topic"],
+            registry=r,
+        )
         self.consumer_lag = Gauge(
             "streamcrawl_kafka_consumer_lag",
             "Messages not yet consumed, by topic and partition.",
@@ -197,13 +235,6 @@ class Metrics:
             "streamcrawl_kafka_messages_sent",
             "Messages produced, by topic.",
             ["topic"],
-            registry=r,
-        )
-
-        self.stage_failures = Counter(
-            "streamcrawl_pipeline_stage_failures",
-            "Dispatches whose stage raised (retried as an internal error), by kind.",
-            ["kind"],
             registry=r,
         )
         self.publish_failures = Counter(
@@ -224,11 +255,23 @@ class Metrics:
             "Reports split or cut to fit the topics' message size.",
             registry=r,
         )
+        self.rebalances = Counter(
+            "streamcrawl_kafka_rebalances",
+            "Partition assignments this worker received from its consumer group.",
+            registry=r,
+        )
+        self.partitions_assigned = Gauge(
+            "streamcrawl_kafka_partitions_assigned",
+            "Frontier partitions this worker owns.",
+            registry=r,
+        )
 
-        self.sink_retries = Counter(
-            "streamcrawl_sink_retries",
-            "Sink batch writes retried, by reason (backpressure, error).",
-            ["reason"],
+    def _worker_metrics(self, r: CollectorRegistry) -> None:
+        """The worker: stage failures, dependency health, readiness, table recovery."""
+        self.stage_failures = Counter(
+            "streamcrawl_pipeline_stage_failures",
+            "Dispatches whose stage raised (retried as an internal error), by kind.",
+            ["kind"],
             registry=r,
         )
         self.health_up = Gauge(
@@ -244,20 +287,9 @@ class Metrics:
             ["dependency"],
             registry=r,
         )
-
         self.ready = Gauge(
             "streamcrawl_worker_ready",
             "1 while the worker is ready (what /readyz answers), else 0.",
-            registry=r,
-        )
-        self.rebalances = Counter(
-            "streamcrawl_kafka_rebalances",
-            "Partition assignments this worker received from its consumer group.",
-            registry=r,
-        )
-        self.partitions_assigned = Gauge(
-            "streamcrawl_kafka_partitions_assigned",
-            "Frontier partitions this worker owns.",
             registry=r,
         )
         self.recovery_seconds = Gauge(
@@ -272,15 +304,6 @@ class Metrics:
             "with records left) and sought again.",
             registry=r,
         )
-        self.origins_by_state = Gauge(
-            "streamcrawl_scheduler_origins_by_state",
-            "Origins with work in the scheduler: ready (may start a request now, waiting for "
-            "capacity), waiting (politeness delay, backoff, paused or not due) and fetching "
-            "(a request in flight or its outcome not applied yet).",
-            ["state"],
-            registry=r,
-        )
-        self._initialize()
 
     def _initialize(self) -> None:
         """Export every known label value at 0 (see ``STATUS_CLASSES``)."""
