@@ -70,58 +70,92 @@ async def run_batches(
     ``hurry()``: a dispatch waits for the frontier to apply an outcome (the fetch service's
     ``waiting_on_apply``); the batch then waits ``hurry_within`` instead of ``within`` for
     more: the wait is added to that dispatch."""
-    loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=2 * max_events)
     # Set by the reader once the queue holds the rest of a batch: the window then ends early.
     # The batch task wakes once per window, not once per event (at low rates events come one
     # at a time, and a timed ``queue.get`` per event was a task and a timer each).
     filled = asyncio.Event()
 
-    async def read() -> None:
-        async for event in stream.noack().events():
-            await queue.put(event)
-            del event  # not held while the stream waits for the next: see below
-            if queue.qsize() >= max_events - 1:
-                filled.set()
+    def window() -> float:
+        """How long a batch waits for more events after its first."""
+        return hurry_within if hurry() else within
 
-    reader = asyncio.ensure_future(read())
+    reader = asyncio.ensure_future(_read(stream, queue, filled, max_events))
     try:
         while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-            if reader in done:
-                getter.cancel()
-                reader.result()  # the stream ended or failed: raise it
+            events = await _next_batch(queue, reader, filled, max_events, window)
+            if events is None:
                 return
-            events = [getter.result()]
-            if queue.qsize() < max_events - 1:
-                filled.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(filled.wait(), hurry_within if hurry() else within)
-            while len(events) < max_events and not queue.empty():
-                events.append(queue.get_nowait())
-            started = loop.time()
-            refused = await frontier.handle_batch(
-                [
-                    (Where(e.message.topic, e.message.partition, e.message.offset), e.message.value)
-                    for e in events
-                ],
-                _enter({e.message.partition: e for e in events}),
-            )
-            for i, event in enumerate(events):  # in order: Faust commits up to the first gap
-                if i in refused:  # read out of order, before a seek: read again later
-                    untrack(event)
-                else:
-                    await stream.ack(event)
-            metrics.frontier_batch.observe(loop.time() - started)
-            metrics.frontier_batch_events.observe(len(events))
+            await _apply(stream, frontier, metrics, events, untrack)
             # Nor are the events kept alive here while the next batch is awaited (memory,
             # and an event untracked by mistake would be waited for as long as it lives).
-            del events, event, done, getter
+            del events
     finally:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reader
+
+
+async def _read(
+    stream: Any, queue: asyncio.Queue[Any], filled: asyncio.Event, max_events: int
+) -> None:
+    """The reader task: put the stream's events, unacknowledged, into ``queue``."""
+    async for event in stream.noack().events():
+        await queue.put(event)
+        del event  # not held while the stream waits for the next: see ``run_batches``
+        if queue.qsize() >= max_events - 1:
+            filled.set()
+
+
+async def _next_batch(
+    queue: asyncio.Queue[Any],
+    reader: asyncio.Future[None],
+    filled: asyncio.Event,
+    max_events: int,
+    window: Callable[[], float],
+) -> list[Any] | None:
+    """The next batch: its first event and what the queue holds ``window()`` seconds later (or
+    once it holds a full one), at most ``max_events``; None: the stream ended (or it raises)."""
+    getter = asyncio.ensure_future(queue.get())
+    done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+    if reader in done:
+        getter.cancel()
+        reader.result()  # the stream ended or failed: raise it
+        return None
+    events = [getter.result()]
+    if queue.qsize() < max_events - 1:
+        filled.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(filled.wait(), window())
+    while len(events) < max_events and not queue.empty():
+        events.append(queue.get_nowait())
+    return events
+
+
+async def _apply(
+    stream: Any,
+    frontier: FrontierAgent,
+    metrics: Metrics,
+    events: list[Any],
+    untrack: Callable[[Any], None],
+) -> None:
+    """Apply one batch, then acknowledge its events in order (``untrack`` the refused ones)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    refused = await frontier.handle_batch(
+        [
+            (Where(e.message.topic, e.message.partition, e.message.offset), e.message.value)
+            for e in events
+        ],
+        _enter({e.message.partition: e for e in events}),
+    )
+    for i, event in enumerate(events):  # in order: Faust commits up to the first gap
+        if i in refused:  # read out of order, before a seek: read again later
+            untrack(event)
+        else:
+            await stream.ack(event)
+    metrics.frontier_batch.observe(loop.time() - started)
+    metrics.frontier_batch_events.observe(len(events))
 
 
 def _enter(latest: dict[int, Any]) -> Enter:
