@@ -34,7 +34,7 @@ from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.sinks.contract import Sink
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.fetch_service import FetchService
-from streamcrawl.agents.stream.frontier_agent import FrontierAgent
+from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Publisher
 from streamcrawl.agents.stream.health import Health, kafka_probe, sink_probe
 from streamcrawl.agents.stream.metrics import CONTENT_TYPE, Metrics
 from streamcrawl.agents.stream.partitioner import key_partition
@@ -79,7 +79,60 @@ def create_app(
 ) -> faust.App:
     """A worker app for ``settings``. ``sink`` overrides the Cassandra sink (tests); ``core``
     builds the stages (default: over ``settings.network()``: guard, proxy, credentials)."""
-    app = faust.App(
+    app = _faust_app(settings)
+    use_producer_settings(app, settings)
+    metrics = Metrics(state_dir=settings.state_dir)
+    fetch_worker_in_windows(app)  # while records come, fetches wait up to 100 ms for more
+    topic = partial(_topic, app, settings)
+    out = _output_topics(settings, topic)
+    bulk = bulk_producer(app)  # pages and captures: their bodies in large batches
+    publish = _publisher(app, settings, bulk, metrics)
+    tables = {name: _table(app, settings, name) for name in ("seen", "pending", "origins")}
+    store = TableStore(*(DirectReads(tables[n]) for n in ("seen", "pending", "origins")))
+    view = _shared_view(settings, metrics)
+    rebalancing = RebalanceGate(app)
+    fetcher = FetchService(
+        store=store,
+        view=view,
+        publish=publish,
+        mark=_marker(out["outcomes"]),
+        unstick=_unsticker(app, settings),
+        metrics=metrics,
+        partitions=settings.partitions,
+        concurrency=settings.concurrency,
+        page_bytes=settings.max_message_bytes,
+        max_origins=settings.max_origins_in_memory,
+        halted=lambda: bool(app.should_stop),
+        rebalancing=rebalancing,
+        core=core if core is not None else CrawlCore(settings.network()),
+    )
+    frontier = _frontier_agent(app, settings, store, view, publish, fetcher, metrics, tables)
+    _add_frontier_agent(app, settings, topic, frontier, fetcher, metrics)
+    sinker = _sink_consumer(settings, sink, view, metrics)
+    health, close_probe = _health(settings, metrics, sinker)
+    watch = RecoveryWatch(app, metrics, broker_down=lambda: "kafka" in health.down_since)
+    # Started with the app, not among its services: Faust starts those after the first recovery.
+    app.add_dependency(watch)
+    recovery = RecoveryClock(app)
+    _on_rebalance(app, settings, fetcher, rebalancing, metrics, recovery, watch)
+    _add_services(
+        app,
+        settings,
+        budget=out["budget"],
+        health=health,
+        view=view,
+        bulk=bulk,
+        fetcher=fetcher,
+        sinker=sinker,
+        close_probe=close_probe,
+    )
+    _add_pages(app, fetcher, view, health, sinker, recovery)
+    return app
+
+
+def _faust_app(settings: Settings) -> faust.App:
+    """The Faust app: brokers, table store, producer and consumer settings, timeouts."""
+    return faust.App(
         app_id(settings),
         broker=broker_urls(settings),
         broker_credentials=faust_credentials(settings),
@@ -108,26 +161,32 @@ def create_app(
         broker_rebalance_timeout=40.0,
         autodiscover=False,
     )
-    use_producer_settings(app, settings)
-    metrics = Metrics(state_dir=settings.state_dir)
-    fetch_worker_in_windows(app)  # while records come, fetches wait up to 100 ms for more
 
-    def topic(*shorts: str, **kwargs: Any) -> Any:
-        return app.topic(
-            *(topic_name(settings, s) for s in shorts),
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            **kwargs,
-        )
 
+def _topic(app: faust.App, settings: Settings, *shorts: str, **kwargs: Any) -> Any:
+    """A Faust topic over the topics ``shorts`` (short names), raw bytes keys and values."""
+    return app.topic(
+        *(topic_name(settings, s) for s in shorts),
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        **kwargs,
+    )
+
+
+def _output_topics(settings: Settings, topic: Callable[..., Any]) -> dict[str, Any]:
+    """The topics the worker sends to, by short name (``budget`` declared by the worker)."""
     out = {s: topic(s, internal=False) for s in ("frontier", "outcomes", "pages", "status")}
     out["budget"] = topic(
         "budget", internal=True, partitions=1, compacting=True, config=durability_configs(settings)
     )
     out["counts"] = topic("counts", internal=False)  # created by `admin create-topics`
-    bulk = bulk_producer(app)  # pages and captures: their bodies in large batches
+    return out
+
+
+def _publisher(app: faust.App, settings: Settings, bulk: Any, metrics: Metrics) -> Publisher:
+    """The ``publish`` of the fetch service and the frontier agent: one producer send each."""
 
     async def publish(
         short: str, items: Sequence[tuple[bytes, bytes]], *, on_commit: bool = False
@@ -164,30 +223,47 @@ def create_app(
         log.critical("a message of the frontier agent was not delivered: %r", fut.exception())
         app.add_future(app.crash(fut.exception()))
 
+    return publish
+
+
+def _marker(outcomes: Any) -> Callable[[int, bytes], Awaitable[None]]:
+    """The fetch service's ``mark``: a value sent to one partition of ``outcomes``."""
+
     async def mark(partition: int, value: bytes) -> None:
         """Send ``value`` to one partition of ``outcomes`` and wait for the ack."""
-        fut = await out["outcomes"].send(key=None, value=value, partition=partition, force=True)
+        fut = await outcomes.send(key=None, value=value, partition=partition, force=True)
         await fut
+
+    return mark
+
+
+def _unsticker(app: faust.App, settings: Settings) -> Callable[[int], None]:
+    """The fetch service's ``unstick``."""
 
     def unstick(partition: int) -> None:
         """Put the frontier agent's input partitions back among those the consumer fetches."""
         tps = {TP(topic_name(settings, short), partition) for short in ("frontier", "outcomes")}
         app.consumer.resume_partitions(tps)
 
-    def table(name: str) -> Any:
-        # key_type/value_type bytes select the "raw" serializer for the table and changelog.
-        return app.Table(
-            name,
-            key_type=bytes,
-            value_type=bytes,
-            partitions=settings.partitions,
-            options=table_options(settings),
-            extra_topic_configs=durability_configs(settings),  # the changelog's
-        )
+    return unstick
 
-    tables = {name: table(name) for name in ("seen", "pending", "origins")}
-    store = TableStore(*(DirectReads(tables[n]) for n in ("seen", "pending", "origins")))
-    view = SharedView(
+
+def _table(app: faust.App, settings: Settings, name: str) -> Any:
+    """The Faust table ``name``: raw bytes, RocksDB options and changelog durability."""
+    # key_type/value_type bytes select the "raw" serializer for the table and changelog.
+    return app.Table(
+        name,
+        key_type=bytes,
+        value_type=bytes,
+        partitions=settings.partitions,
+        options=table_options(settings),
+        extra_topic_configs=durability_configs(settings),  # the changelog's
+    )
+
+
+def _shared_view(settings: Settings, metrics: Metrics) -> SharedView:
+    """The view of every crawl spec (``control``) and page-budget count (``budget``)."""
+    return SharedView(
         aiokafka_connection(settings),
         topic_name(settings, "control"),
         topic_name(settings, "budget"),
@@ -195,23 +271,20 @@ def create_app(
         tune_consumer=fetch_in_windows,
         refresh_metadata=refresh_metadata,
     )
-    rebalancing = RebalanceGate(app)
-    fetcher = FetchService(
-        store=store,
-        view=view,
-        publish=publish,
-        mark=mark,
-        unstick=unstick,
-        metrics=metrics,
-        partitions=settings.partitions,
-        concurrency=settings.concurrency,
-        page_bytes=settings.max_message_bytes,
-        max_origins=settings.max_origins_in_memory,
-        halted=lambda: bool(app.should_stop),
-        rebalancing=rebalancing,
-        core=core if core is not None else CrawlCore(settings.network()),
-    )
-    frontier = FrontierAgent(
+
+
+def _frontier_agent(
+    app: faust.App,
+    settings: Settings,
+    store: TableStore,
+    view: SharedView,
+    publish: Publisher,
+    fetcher: FetchService,
+    metrics: Metrics,
+    tables: dict[str, Any],
+) -> FrontierAgent:
+    """The frontier's single table writer, committing through ``DurableCommit``."""
+    return FrontierAgent(
         store=store,
         view=view,
         publish=publish,
@@ -222,6 +295,17 @@ def create_app(
         committed=lambda topic, partition: committed_offset(app.consumer, topic, partition),
         log_start=lambda topic, partition: log_start_offset(app.consumer, topic, partition),
     )
+
+
+def _add_frontier_agent(
+    app: faust.App,
+    settings: Settings,
+    topic: Callable[..., Any],
+    frontier: FrontierAgent,
+    fetcher: FetchService,
+    metrics: Metrics,
+) -> None:
+    """The Faust agent ``frontier`` over ``frontier`` + ``outcomes``, concurrency 1."""
     frontier_topic = topic_name(settings, "frontier")
 
     @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
@@ -237,6 +321,11 @@ def create_app(
             hurry=fetcher.waiting_on_apply,
         )
 
+
+def _sink_consumer(
+    settings: Settings, sink: Sink | None, view: SharedView, metrics: Metrics
+) -> SinkConsumer | None:
+    """The sink's consumer of ``pages`` + ``status``; None unless ``settings.sink_enabled``."""
     sinker = None
     if settings.sink_enabled:
         sinker = SinkConsumer(
@@ -250,21 +339,38 @@ def create_app(
             keep_versions=lambda crawl_id: _keeps_versions(view, crawl_id),
             tune_consumer=fetch_in_windows,
         )
+    return sinker
 
-    def owned() -> set[int]:
-        return {
-            tp.partition for tp in app.assignor.assigned_actives() if tp.topic == frontier_topic
-        }
 
+def _health(
+    settings: Settings, metrics: Metrics, sinker: SinkConsumer | None
+) -> tuple[Health, Callable[[], Awaitable[None]]]:
+    """The health of Kafka (and of Cassandra with a sink), and the Kafka probe's close."""
+    frontier_topic = topic_name(settings, "frontier")
     probe_kafka, close_probe = kafka_probe(aiokafka_connection(settings), frontier_topic)
     probes = {"kafka": probe_kafka}
     if sinker is not None:
         probes["cassandra"] = sink_probe(lambda: sinker.sink)
     health = Health(probes, metrics, unready_after=settings.unready_after_s)
-    watch = RecoveryWatch(app, metrics, broker_down=lambda: "kafka" in health.down_since)
-    # Started with the app, not among its services: Faust starts those after the first recovery.
-    app.add_dependency(watch)
-    recovery = RecoveryClock(app)
+    return health, close_probe
+
+
+def _on_rebalance(
+    app: faust.App,
+    settings: Settings,
+    fetcher: FetchService,
+    rebalancing: RebalanceGate,
+    metrics: Metrics,
+    recovery: RecoveryClock,
+    watch: RecoveryWatch,
+) -> None:
+    """Faust's rebalance signals, to the fetch service, rebalance gate and recovery clocks."""
+    frontier_topic = topic_name(settings, "frontier")
+
+    def owned() -> set[int]:
+        return {
+            tp.partition for tp in app.assignor.assigned_actives() if tp.topic == frontier_topic
+        }
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def on_revoked(_app: Any, revoked: set[TP], **_: Any) -> None:
@@ -286,12 +392,27 @@ def create_app(
         recovery.ended()
         fetcher.rebuild(owned())
 
+
+def _add_services(
+    app: faust.App,
+    settings: Settings,
+    *,
+    budget: Any,
+    health: Health,
+    view: SharedView,
+    bulk: Any,
+    fetcher: FetchService,
+    sinker: SinkConsumer | None,
+    close_probe: Callable[[], Awaitable[None]],
+) -> None:
+    """The services that start and stop with the worker (``WorkerServices``)."""
+
     @app.service
     class WorkerServices(Service):
         """Starts the shared view, then the fetcher (after the first table recovery)."""
 
         async def on_start(self) -> None:
-            await out["budget"].maybe_declare()
+            await budget.maybe_declare()
             await self.add_runtime_dependency(health)
             await self.add_runtime_dependency(view)
             if settings.fetch_enabled:
@@ -302,9 +423,6 @@ def create_app(
 
         async def on_stop(self) -> None:
             await close_probe()
-
-    _add_pages(app, fetcher, view, health, sinker, recovery)
-    return app
 
 
 class RecoveryClock:
