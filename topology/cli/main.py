@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from streamcrawl.agents.errors import ConfigError, CrawlError, InvalidURL
 from streamcrawl.topology.cli import kafka_args as commands
@@ -30,7 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="default WARNING; for the worker it overrides STREAMCRAWL_LOG_LEVEL (default INFO)",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    _crawl_command(sub)
+    _demo_command(sub)
+    commands.add_kafka_commands(sub)
+    return parser
 
+
+def _crawl_command(sub: Any) -> None:
+    """``crawl URL...``: a crawl in this process, its output files and policy flags."""
     crawl = sub.add_parser("crawl", help="crawl in this process (no Kafka, no Cassandra)")
     crawl.add_argument("urls", nargs="*", metavar="URL")
     crawl.add_argument(
@@ -75,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_network_flags(crawl)
     add_policy_flags(crawl)
 
+
+def _demo_command(sub: Any) -> None:
+    """``demo``: the bundled site served on 127.0.0.1 and crawled."""
     demo = sub.add_parser("demo", help="serve a small bundled site on 127.0.0.1 and crawl it")
     demo.add_argument(
         "--out", type=Path, default=None, help="output directory (default: a temp dir)"
@@ -82,9 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--json", action="store_true", help="print the final summary as one JSON object"
     )
-
-    commands.add_kafka_commands(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
