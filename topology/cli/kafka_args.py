@@ -55,6 +55,18 @@ def _cassandra_flags(p: argparse.ArgumentParser) -> None:
 
 def add_kafka_commands(sub: Any) -> None:
     """Add the Kafka wiring's sub-commands to ``sub`` (the CLI's sub-parsers)."""
+    _worker_command(sub)
+    _seed_command(sub)
+    _pages_command(sub)
+    _status_command(sub)
+    _control_commands(sub)
+    _recrawl_command(sub)
+    _admin_command(sub)
+    _warc_command(sub)
+
+
+def _worker_command(sub: Any) -> None:
+    """``worker``: a Faust worker of the Kafka wiring, its services and its web port."""
     worker = sub.add_parser("worker", help="run a Faust worker (Kafka wiring)")
     _service_flags(worker)
     _cassandra_flags(worker)
@@ -67,6 +79,9 @@ def add_kafka_commands(sub: Any) -> None:
     )
     add_network_flags(worker)
 
+
+def _seed_command(sub: Any) -> None:
+    """``seed URL...``: publish a crawl spec (the policy flags) and its seed URLs."""
     seed = sub.add_parser("seed", help="publish a crawl spec and its seed URLs")
     seed.add_argument("urls", nargs="*", metavar="URL")
     _service_flags(seed)
@@ -87,6 +102,9 @@ def add_kafka_commands(sub: Any) -> None:
         "topic, which `streamcrawl warc` writes to WARC files (docs/warc.md)",
     )
 
+
+def _pages_command(sub: Any) -> None:
+    """``pages``: the page stream as JSON lines."""
     pages = sub.add_parser("pages", help="print the page stream as JSON lines")
     _service_flags(pages)
     pages.add_argument("--crawl-id", help="only pages of this crawl")
@@ -98,6 +116,9 @@ def add_kafka_commands(sub: Any) -> None:
         help="changes only: leave out the revisits that found a page unchanged",
     )
 
+
+def _status_command(sub: Any) -> None:
+    """``status``: counts per terminal state, rates and lags; ``--watch`` refreshes them."""
     status = sub.add_parser("status", help="counts per terminal state, rate, sink lag")
     _service_flags(status)  # the counts topic and the sink group's lag
     _cassandra_flags(status)  # --exact
@@ -121,11 +142,17 @@ def add_kafka_commands(sub: Any) -> None:
         help="--watch: seconds between refreshes (default 2)",
     )
 
+
+def _control_commands(sub: Any) -> None:
+    """``pause``, ``resume``, ``stop``: a control message for one crawl."""
     for verb in ("pause", "resume", "stop"):
         control = sub.add_parser(verb, help=f"{verb} a crawl")
         _service_flags(control)
         control.add_argument("--crawl-id", required=True)
 
+
+def _recrawl_command(sub: Any) -> None:
+    """``recrawl [URL...]``: a continuous crawl's URLs (all, or those given) due now."""
     recrawl = sub.add_parser(
         "recrawl", help="make a continuous crawl's URLs due now (all, or the URLs given)"
     )
@@ -133,6 +160,9 @@ def add_kafka_commands(sub: Any) -> None:
     _service_flags(recrawl)
     recrawl.add_argument("--crawl-id", required=True)
 
+
+def _admin_command(sub: Any) -> None:
+    """``admin create-topics|create-schema|reshard``: setup, and a move to a new partition count."""
     admin = sub.add_parser(
         "admin", help="idempotent setup; reshard: move the crawls to another partition count"
     )
@@ -159,7 +189,6 @@ def add_kafka_commands(sub: Any) -> None:
         type=int,
         help="topic replication (env STREAMCRAWL_REPLICATION_FACTOR)",
     )
-    _warc_command(sub)
 
 
 def _seconds(text: str) -> float:
