@@ -311,19 +311,19 @@ class Revisit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Cookie(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One cookie of an origin's jar (``agents/net/cookies.py``), stored with the origin's
-    state (``OriginState.jars``), never on the wire. ``expires`` None: a session cookie, kept
-    for the crawl."""
+    """One cookie of an origin's jar, as RFC 6265 section 5.3 stores it (``agents/urls/cookies.py``
+    sets and sends it). Stored with its origin's state (``OriginState.jars``), never on the
+    wire."""
 
     name: str
     value: str
-    domain: str
-    host_only: bool = True
+    domain: str  # canonical host or domain, lower case, no leading dot
+    host_only: bool = True  # sent to ``domain`` exactly, not to its subdomains
     path: str = "/"
-    secure: bool = False
-    http_only: bool = False
-    expires: float | None = None
-    created: float = 0.0
+    secure: bool = False  # sent over https only
+    http_only: bool = False  # kept for fidelity: a crawler has no script API to hide it from
+    expires: float | None = None  # epoch seconds; None: a session cookie, kept for the crawl
+    created: float = 0.0  # when first set; orders the Cookie header and eviction
 
 
 class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):

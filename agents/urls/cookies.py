@@ -11,28 +11,25 @@ applying a replayed outcome's Set-Cookie lines with the outcome's own time gets 
 - ``prune(jar, now)``: the jar without its expired cookies.
 - ``parse_date(text)``: a cookie date (5.1.1) in epoch seconds.
 
-From RFC 6265bis, the rules that change what a crawler sends: a response over http can neither
+From RFC 6265bis, the rules that change what a crawler sends: over http a response can neither
 set a Secure cookie nor replace or shadow one; the ``__Secure-`` and ``__Host-`` name prefixes
-(matched case-insensitively); an expiry at most ``MAX_AGE`` seconds ahead; a line with a
-control character is ignored whole. SameSite and Partitioned are ignored: a crawler's requests
-are top-level navigations with no embedding site. A Set-Cookie value is one header, not several
-folded with commas (an Expires date has a comma); a line without ``=`` (a nameless cookie to
-RFC 6265bis) is ignored, as RFC 6265 says.
+(any case); an expiry at most ``MAX_AGE`` seconds ahead; a line with a control character is
+ignored. SameSite and Partitioned are ignored: every request of a crawl is a top-level one. A
+line without "=" is ignored (RFC 6265; not a nameless cookie as in RFC 6265bis).
 
-Bounds, so that a site cannot grow its origin's state: a Set-Cookie value longer than
-``MAX_LINE`` bytes is ignored unparsed, a cookie whose name, value, domain and path add up to
-more than ``MAX_COOKIE`` bytes is ignored, and a jar keeps ``MAX_COOKIES`` cookies: the expired
-go first, then the least recently created.
+Bounds, so that a site cannot grow its origin's state: a Set-Cookie value over ``MAX_LINE``
+bytes is ignored unread, a cookie whose name, value, domain and path are over ``MAX_COOKIE``
+bytes is ignored, and a jar keeps ``MAX_COOKIES``: the expired go first, then the oldest created.
 
-Parsed by hand, following the RFC's algorithms step by step (both are short), because no kept
-library fits: ``http.cookies.SimpleCookie`` implements the strict grammar and drops a whole
-header for a space in a value or an attribute it does not know (``SameSite``, ``Partitioned``);
-``http.cookiejar``'s lenient parser (``parse_ns_headers``) and date parser (``http2time``) are
-not public API (outside its ``__all__``), its ``CookieJar`` reads the clock, and ``http2time``
-refuses date forms 5.1.1 accepts (``Thu Jan 01 1970 00:00:00 GMT+0000``, asctime's);
-``email.utils.parsedate_to_datetime`` applies time-zone offsets 5.1.1 ignores, reads the year 69
-as 1969 where 5.1.1 says 2069, and refuses dates without spaces; aiohttp's parser is private;
-the packages on PyPI that implement RFC 6265 are unmaintained (``cookies``) or unproven.
+Parsed by hand, step by step as the RFC's algorithms say, because no kept library fits:
+``http.cookies.SimpleCookie`` drops a whole header for a space in a value or a flag it does
+not know (``Partitioned``) and reads other attributes (``Priority=High``) as cookies;
+``http.cookiejar``'s lenient parser and date parser
+(``parse_ns_headers``, ``http2time``) are outside its ``__all__``, its ``CookieJar`` reads the
+clock, and ``http2time`` refuses dates 5.1.1 accepts (asctime's, JavaScript's ``Thu Jan 01 1970
+00:00:00 GMT+0000``); ``email.utils.parsedate_to_datetime`` applies zone offsets 5.1.1 ignores,
+reads the year 69 as 1969 (5.1.1: 2069) and refuses other dates (``10:18:14.123``); aiohttp's
+parser is private; the PyPI packages for RFC 6265 are unmaintained (``cookies``) or unproven.
 """
 
 from __future__ import annotations
@@ -109,9 +106,8 @@ def receive(jar: tuple[Cookie, ...], set_cookie: str, url: str, now: float) -> t
             created = old.created
         else:
             kept.append(old)
-    if cookie.expires is None or cookie.expires > now:
-        kept.append(msgspec.structs.replace(cookie, created=created))
-    return _evict(prune(tuple(kept), now))
+    kept.append(msgspec.structs.replace(cookie, created=created))
+    return _evict(prune(tuple(kept), now))  # an expiry in the past: deleted here
 
 
 def header_for(jar: tuple[Cookie, ...], url: str, now: float) -> str | None:
@@ -135,14 +131,13 @@ def header_for(jar: tuple[Cookie, ...], url: str, now: float) -> str | None:
 
 
 def preset(origin: str, pair: str) -> Cookie:
-    """The cookie ``--cookie-for ORIGIN 'name=value'`` sets: sent to the origin's host only, on
-    every path, over the origin's scheme (not Secure), for the whole crawl. A server may replace
-    it by setting a cookie of the same name on path "/". Spaces around name and value are
-    dropped. ``created`` is 0: a preset goes before the cookies a server sets on its path.
+    """The cookie ``--cookie-for ORIGIN 'name=value'`` sets: a session cookie for the origin's
+    host only, every path, not Secure (sent over the origin's own scheme); ``created`` 0, so it
+    goes first on its path. A server may replace it (same name, path "/").
 
-    Raises ValueError with a one-line reason, which never quotes the value (it may be secret):
-    the origin is not an http(s) URL, or the pair has no "=", an empty name, a ";" or a control
-    character, or is longer than ``MAX_COOKIE`` bytes with the host.
+    Raises ValueError, with a one-line reason that never quotes the value (it may be a secret),
+    when the origin is not an http(s) URL or the pair has no "=", an empty name, a ";" or a
+    control character, or is over ``MAX_COOKIE`` bytes with the host.
     """
     request = _request(origin)
     if request is None:
