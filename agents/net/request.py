@@ -62,8 +62,8 @@ class RequestContext:
     def received(self, resp: aiohttp.ClientResponse, url: str) -> None:
         """Keep the ``Set-Cookie`` headers of ``resp`` (the response to ``url``) for the
         outcome, and in this fetch's copy of the jar for its next hop."""
-        if self.jar is None:
-            return
+        if self.jar is None or _origin(url) != self.origin:
+            return  # a robots.txt redirect to another origin: not this jar's to keep
         now = time.time()
         for header in resp.headers.getall("Set-Cookie", ()):
             if len(header) > MAX_SET_COOKIE_CHARS or len(self.set_cookies) >= MAX_SET_COOKIES:
