@@ -53,6 +53,18 @@ STATE_MOUNT = "/var/lib/streamcrawl"
 CASES: dict[str, list[str]] = {"default": []}
 CASES |= {f"ci/{p.name}": ["-f", str(p)] for p in CI_VALUES}
 CASES["ci-hpa"] = [*CASES["ci/production-values.yaml"], "--set", "autoscaling.type=hpa"]
+# An egress proxy with a credential, behind the production NetworkPolicy (test_chart_requests.py).
+CASES["ci-proxy"] = [
+    *CASES["ci/production-values.yaml"],
+    "--set-json",
+    'worker.proxy={"url": "http://egress.proxy.svc:3128", "credential": "PROXY",'
+    ' "noProxyFor": ["example.org", "intranet.example"]}',
+    "--set",
+    "worker.credentials.secretName=streamcrawl-credentials",
+    "--set-json",
+    'networkPolicy.proxy=[{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":'
+    ' "proxy"}}, "podSelector": {"matchLabels": {"app": "egress-proxy"}}}]',
+]
 CASES["minimal"] = [
     "--set",
     "serviceAccount.create=false,worker.pdb.enabled=false,hooks.createSchema=false,"
@@ -465,9 +477,15 @@ def test_setup_hooks_run_in_order_before_the_workers(helm: str) -> None:
             assert "helm.sh/hook" not in doc["metadata"].get("annotations", {}), doc["kind"]
 
 
+# Settings of the worker pods alone: the credentials are mounted where requests are sent, and
+# the hooks send none (test_chart_requests.py checks they get no credential).
+WORKER_ONLY_ENV = {"STREAMCRAWL_CREDENTIALS_DIR"}
+
+
 def test_hooks_get_the_same_settings_as_the_workers(manifests: list[dict[str, Any]]) -> None:
     sts = statefulset(manifests)
     worker_env = container_env(manifests, sts["spec"]["template"]["spec"]["containers"][0])
+    worker_env = {n: e for n, e in worker_env.items() if n not in WORKER_ONLY_ENV}
     for job in of_kind(manifests, "Job"):
         job_env = container_env(manifests, job["spec"]["template"]["spec"]["containers"][0])
         assert job_env == worker_env, job["metadata"]["name"]

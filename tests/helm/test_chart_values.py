@@ -67,6 +67,22 @@ CONTEXTS: dict[str, dict[str, Any]] = {
             "cassandra": [{"ipBlock": {"cidr": "10.2.0.0/16"}}],
         }
     },
+    "networkPolicy.proxy": {
+        "networkPolicy": {
+            "enabled": True,
+            "kafka": [{"ipBlock": {"cidr": "10.1.0.0/16"}}],
+            "cassandra": [{"ipBlock": {"cidr": "10.2.0.0/16"}}],
+            "proxy": [{"ipBlock": {"cidr": "10.8.0.0/16"}}],
+        },
+        "worker": {"proxy": {"url": "http://proxy.internal:3128"}},
+    },
+    # noProxyFor and credential need a proxy, and the credential the Secret it is read from.
+    "worker.proxy.": {
+        "worker": {
+            "proxy": {"url": "http://proxy.internal:3128"},
+            "credentials": {"secretName": "streamcrawl-credentials"},
+        }
+    },
 }
 
 # New values where the generic change (flip, +1, a new string) would not be a valid value.
@@ -78,6 +94,7 @@ CHANGES: dict[str, Any] = {
     "networkPolicy.dns": [{"namespaceSelector": {"matchLabels": {"name": "dns"}}}],
     "networkPolicy.kafka": [{"ipBlock": {"cidr": "10.3.0.0/16"}}],
     "networkPolicy.cassandra": [{"ipBlock": {"cidr": "10.4.0.0/16"}}],
+    "networkPolicy.proxy": [{"ipBlock": {"cidr": "10.9.0.0/16"}}],
     "kafka.tls.caSecret": "other-ca",
     "cassandra.keyspace": "other_ks",
     "cassandra.replication": "{'class': 'SimpleStrategy', 'replication_factor': 1}",
@@ -87,6 +104,9 @@ CHANGES: dict[str, Any] = {
     "worker.replicas": 2,
     "worker.logLevel": "DEBUG",
     "worker.allowNetworks": ["10.0.0.0/8"],
+    "worker.proxy.url": "http://egress.internal:8080",
+    "worker.proxy.noProxyFor": ["example.org"],
+    "worker.proxy.credential": "PROXY",
     "worker.extraEnv": [{"name": "TZ", "value": "UTC"}],
     "worker.resources.requests.cpu": "750m",
     "worker.resources.requests.memory": "1536Mi",

@@ -150,6 +150,11 @@ Every name here must be one that streamcrawl.topology.settings.Settings reads (t
 {{- $_ := set $s "STREAMCRAWL_CASSANDRA_SSL" "true" -}}
 {{- with $c.tls.caSecret }}{{ $_ := set $s "STREAMCRAWL_CASSANDRA_SSL_CAFILE" (printf "/etc/streamcrawl/cassandra-ca/%s" $c.tls.caKey) }}{{ end -}}
 {{- end -}}
+{{- with $w.proxy -}}
+{{- with .url }}{{ $_ := set $s "STREAMCRAWL_PROXY" . }}{{ end -}}
+{{- with .noProxyFor }}{{ $_ := set $s "STREAMCRAWL_NO_PROXY_FOR" (join "," .) }}{{ end -}}
+{{- with .credential }}{{ $_ := set $s "STREAMCRAWL_PROXY_CREDENTIAL" . }}{{ end -}}
+{{- end -}}
 {{- with .Values.seedDefaults -}}
 {{- with .recrawlAfter }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_AFTER" . }}{{ end -}}
 {{- with .recrawlMin }}{{ $_ := set $s "STREAMCRAWL_SEED_RECRAWL_MIN" . }}{{ end -}}
@@ -251,6 +256,18 @@ when their TLS is on. */}}
 {{- end }}
 {{- end -}}
 
+{{/* Where the worker pods mount worker.credentials.secretName (STREAMCRAWL_CREDENTIALS_DIR).
+Only the workers send requests: the hooks and the WARC writer do not get the credentials. */}}
+{{- define "streamcrawl.credentialsDir" -}}
+/var/run/streamcrawl/credentials
+{{- end -}}
+
+{{/* The port of worker.proxy.url (80 when it names none, as the worker reads it). */}}
+{{- define "streamcrawl.proxyPort" -}}
+{{- $port := regexFind ":[0-9]+/?$" .Values.worker.proxy.url | trimPrefix ":" | trimSuffix "/" -}}
+{{- default "80" $port -}}
+{{- end -}}
+
 {{/* The distinct ports of a "host:port,host:port" list, as NetworkPolicy TCP ports. */}}
 {{- define "streamcrawl.endpointPorts" -}}
 {{- $ports := list -}}
@@ -309,5 +326,17 @@ when their TLS is on. */}}
 {{- end -}}
 {{- if and .Values.cassandra.tls.caSecret (not .Values.cassandra.tls.enabled) -}}
 {{- fail "cassandra.tls.caSecret is set but cassandra.tls.enabled is false: enable TLS, or clear cassandra.tls.caSecret." -}}
+{{- end -}}
+{{- $proxy := .Values.worker.proxy -}}
+{{- if $proxy.url -}}
+{{- $port := int (include "streamcrawl.proxyPort" .) -}}
+{{- if or (lt $port 1) (gt $port 65535) -}}
+{{- fail (printf "worker.proxy.url %s: the port must be 1-65535." $proxy.url) -}}
+{{- end -}}
+{{- else if or $proxy.noProxyFor $proxy.credential -}}
+{{- fail "worker.proxy.noProxyFor and worker.proxy.credential need worker.proxy.url: set the proxy, or clear them." -}}
+{{- end -}}
+{{- if and $proxy.credential (not .Values.worker.credentials.secretName) -}}
+{{- fail (printf "worker.proxy.credential %s is read from the Secret worker.credentials.secretName: set it to the Secret that holds the key %s (the chart never takes a credential as a value)." $proxy.credential $proxy.credential) -}}
 {{- end -}}
 {{- end -}}
