@@ -311,3 +311,68 @@ def test_an_origin_whose_robots_txt_keeps_failing_has_every_url_denied_not_one_p
         apply(f, store, page_outcome(d, TerminalState.ROBOTS_DENIED, started=0.0), r)
     assert kinds == ["deny", "deny", "deny"]
     assert load_origin(store, ORIGIN).failures == r.policy.retries + 1
+
+
+# -- cookie jars (docs/requests.md, "Cookies") ---------------------------------------------------
+
+
+def test_an_outcomes_cookies_are_stored_with_its_origin_and_a_replay_stores_the_same(env) -> None:  # type: ignore[no-untyped-def]
+    from streamcrawl.schemas.records import SetCookie
+
+    frontier, store = env
+    r = rules(cookies=True)
+    ch = Changes(store)
+    frontier.admit(ch, batch("/x"), r, budget=None)
+    ch.commit()
+    set_cookies = (
+        SetCookie(url=ORIGIN + "/x", header="sid=1; Path=/"),
+        SetCookie(url=ORIGIN + "/x", header="tmp=2; Max-Age=1"),  # gone 1 s after the fetch
+    )
+    done = outcome(0, TerminalState.FETCHED, url=ORIGIN + "/x", set_cookies=set_cookies)
+    ch = Changes(store)
+    frontier.apply(ch, done, r)
+    ch.commit()
+    jar = load_origin(store, ORIGIN).jars["c"]
+    assert [(c.name, c.value) for c in jar] == [("sid", "1"), ("tmp", "2")]
+    assert jar[1].expires == done.finished_at + 1  # as of the outcome's end, not the clock
+    ch = Changes(store)
+    frontier.apply(ch, done, r)  # the same outcome, replayed
+    ch.commit()
+    assert load_origin(store, ORIGIN).jars["c"] == jar
+    robots = msgspec.structs.replace(
+        robots_fetched(ORIGIN, "User-agent: *\nAllow: /\n", started=199.0, finished=200.0),
+        set_cookies=(SetCookie(url=ORIGIN + "/robots.txt", header="sid=3"),),
+    )
+    ch = Changes(store)
+    frontier.apply(ch, robots, r)
+    ch.commit()
+    assert [(c.name, c.value) for c in load_origin(store, ORIGIN).jars["c"]] == [("sid", "3")]
+
+
+def test_a_crawl_without_cookies_stores_no_jar(env) -> None:  # type: ignore[no-untyped-def]
+    from streamcrawl.schemas.records import SetCookie
+
+    frontier, store = env
+    ch = Changes(store)
+    frontier.admit(ch, batch("/x"), rules(), budget=None)
+    set_cookies = (SetCookie(url=ORIGIN + "/x", header="sid=1"),)
+    frontier.apply(ch, outcome(0, TerminalState.FETCHED, set_cookies=set_cookies), rules())
+    ch.commit()
+    assert load_origin(store, ORIGIN).jars == {}
+
+
+def test_a_dispatch_carries_its_crawls_jar_for_the_origin(env) -> None:  # type: ignore[no-untyped-def]
+    from streamcrawl.schemas.records import SetCookie
+
+    frontier, store = env
+    r = rules(cookies=True, obey_robots=False)
+    ch = Changes(store)
+    frontier.admit(ch, batch("/x", "/y"), r, budget=None)
+    cookie = (SetCookie(url=ORIGIN + "/x", header="sid=1"),)
+    frontier.apply(ch, outcome(0, TerminalState.FETCHED, set_cookies=cookie), r)
+    ch.commit()
+    scheduler = Scheduler(store, lambda _c: r)
+    scheduler.track(load_origin(store, ORIGIN))
+    (d,) = scheduler.take(1000.0, 1)
+    assert isinstance(d, Dispatch) and d.entry is not None and d.entry.url == ORIGIN + "/y"
+    assert [(c.name, c.value) for c in d.cookies] == [("sid", "1")]
