@@ -17,7 +17,6 @@ from streamcrawl.agents.net.credentials import Credentials, missing
 from streamcrawl.agents.net.guard import AddressGuard
 from streamcrawl.agents.net.proxy import Proxy
 from streamcrawl.agents.net.request import RequestContext
-from streamcrawl.agents.urls.cookies import preset
 
 if TYPE_CHECKING:
     from streamcrawl.agents.net.fetch import Resolver
@@ -53,7 +52,7 @@ class Network:
                 return missing(name)
         jar = None
         if plan.cookies:
-            presets = tuple(preset(d.origin, pair) for pair in plan.presets.get(d.origin, ()))
+            presets = plan.presets.get(d.origin, ())
             # A cookie a response set replaces the preset of its name (RFC 6265 5.3, step 11).
             stored = {(c.name, c.domain, c.path) for c in d.cookies}
             jar = (*(c for c in presets if (c.name, c.domain, c.path) not in stored), *d.cookies)

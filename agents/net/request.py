@@ -62,10 +62,13 @@ class RequestContext:
     def received(self, resp: aiohttp.ClientResponse, url: str) -> None:
         """Keep the ``Set-Cookie`` headers of ``resp`` (the response to ``url``) for the
         outcome, and in this fetch's copy of the jar for its next hop."""
-        if self.jar is None or _origin(url) != self.origin:
-            return  # a robots.txt redirect to another origin: not this jar's to keep
+        if self.jar is None:
+            return
+        headers = resp.headers.getall("Set-Cookie", ())
+        if not headers or _origin(url) != self.origin:
+            return  # none, or a robots.txt redirect to another origin: not this jar's to keep
         now = time.time()
-        for header in resp.headers.getall("Set-Cookie", ()):
+        for header in headers:
             if len(header) > MAX_SET_COOKIE_CHARS or len(self.set_cookies) >= MAX_SET_COOKIES:
                 continue
             self.jar = receive(self.jar, header, url, now)

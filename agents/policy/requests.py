@@ -17,8 +17,15 @@ from typing import Final
 import msgspec
 
 from streamcrawl.agents.errors import ConfigError, InvalidURL
+from streamcrawl.agents.urls.cookies import preset
 from streamcrawl.agents.urls.scope import Scope
-from streamcrawl.schemas.records import CookiePreset, CrawlPolicy, HeaderName, HeaderValue
+from streamcrawl.schemas.records import (
+    Cookie,
+    CookiePreset,
+    CrawlPolicy,
+    HeaderName,
+    HeaderValue,
+)
 
 ACCEPT: Final = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 # No zstd: the zstandard decompressobj has no output limit, so it is not bomb-safe.
@@ -104,7 +111,7 @@ class RequestPlan:
     common: Mapping[str, str]
     by_origin: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     credentials: Mapping[str, str] = field(default_factory=dict)  # origin -> credential name
-    presets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # origin -> name=value
+    presets: Mapping[str, tuple[Cookie, ...]] = field(default_factory=dict)  # origin -> jar
     cookies: bool = False
 
     @classmethod
@@ -191,10 +198,15 @@ def _in_scope(scope: Scope | None, origin: str, flag: str) -> str:
     return origin
 
 
-def _presets(presets: tuple[CookiePreset, ...], scope: Scope | None) -> dict[str, tuple[str, ...]]:
-    out: dict[str, list[str]] = {}
+def _presets(
+    presets: tuple[CookiePreset, ...], scope: Scope | None
+) -> dict[str, tuple[Cookie, ...]]:
+    """Each origin's preset cookies, made once per crawl (a later one of a name replaces an
+    earlier one, as a server's would)."""
+    out: dict[str, dict[str, Cookie]] = {}
     for p in presets:
         origin = _in_scope(scope, _origin(p.origin), "--cookie-for")
         check_cookie(p.cookie)
-        out.setdefault(origin, []).append(p.cookie)
-    return {o: tuple(c) for o, c in out.items()}
+        cookie = preset(origin, p.cookie)
+        out.setdefault(origin, {})[cookie.name] = cookie
+    return {o: tuple(c.values()) for o, c in out.items()}
