@@ -50,6 +50,7 @@ from streamcrawl.agents.net.response import (
     raise_for_status,
     read_body,
 )
+from streamcrawl.agents.policy.requests import crawler_headers
 from streamcrawl.schemas.records import CrawlPolicy
 
 log = logging.getLogger(__name__)
@@ -237,7 +238,7 @@ async def fetch(
     chain = _Chain(
         url,
         policy,
-        request if request is not None else plain_request(policy, url),
+        request if request is not None else plain_request(policy),
         hop_delay,
         recorder,
     )
@@ -280,16 +281,9 @@ def _network_error(url: str, exc: Exception) -> FetchError:
     )
 
 
-def plain_request(policy: CrawlPolicy, url: str) -> RequestContext:
+def plain_request(policy: CrawlPolicy) -> RequestContext:
     """A request with the crawler's own headers only (no crawl options, no proxy)."""
-    from streamcrawl.agents.policy.requests import ACCEPT, ACCEPT_ENCODING
-
-    headers = {
-        "User-Agent": policy.user_agent,
-        "Accept": ACCEPT,
-        "Accept-Encoding": ACCEPT_ENCODING,
-    }
-    return RequestContext(origin="", headers=headers)
+    return RequestContext(origin="", headers=crawler_headers(policy.user_agent))
 
 
 class _Chain:

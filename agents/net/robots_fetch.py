@@ -53,7 +53,7 @@ async def fetch_robots(
     url = robots_url(origin)
     sent = sent or SentAt()  # the WARC-Date of an archived robots.txt
     status: int | None = None
-    request = request if request is not None else plain_request(policy, url)
+    request = request if request is not None else plain_request(policy)
     timeout = client_timeout(policy)
     try:
         for _ in range(ROBOTS_MAX_REDIRECTS + 1):

@@ -57,6 +57,11 @@ FORBIDDEN: Final[Mapping[str, str]] = {
 }
 
 
+def crawler_headers(user_agent: str) -> dict[str, str]:
+    """The headers the crawler sends with every request, before a crawl's own."""
+    return {"User-Agent": user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
+
+
 def check_header(name: str, value: str) -> None:
     """``ConfigError`` (one line) unless a crawl may send ``name: value``."""
     try:
@@ -119,11 +124,7 @@ class RequestPlan:
         """``ConfigError`` (one line) for a header a crawl may not set, or a per-origin option
         that names no origin, or (with the crawl's ``scope``) an origin outside its hosts: a
         header, cookie or credential for an origin the crawl never fetches is a mistake."""
-        common: dict[str, str] = {
-            "User-Agent": policy.user_agent,
-            "Accept": ACCEPT,
-            "Accept-Encoding": ACCEPT_ENCODING,
-        }
+        common = crawler_headers(policy.user_agent)
         by_origin: dict[str, dict[str, str]] = {}
         for header in policy.headers:
             check_header(header.name, header.value)
