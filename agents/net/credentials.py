@@ -99,7 +99,11 @@ class Credentials:
         malformed form): a crawl started here could not be sent as its spec asks."""
         for name in names:
             if self.get(name) is None:
-                raise ConfigError(missing(name, self._directory))
+                raise ConfigError(self.missing(name))
+
+    def missing(self, name: str) -> str:
+        """The one line that says this process lacks credential ``name``, and where it looked."""
+        return missing(name, self._directory)
 
     def _read(self, name: str) -> str | None:
         try:

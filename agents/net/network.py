@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.frontier.scheduler import Dispatch
-from streamcrawl.agents.net.credentials import Credentials, missing
+from streamcrawl.agents.net.credentials import Credentials
 from streamcrawl.agents.net.guard import AddressGuard
 from streamcrawl.agents.net.proxy import Proxy
 from streamcrawl.agents.net.request import RequestContext
@@ -49,7 +49,7 @@ class Network:
             except ConfigError as exc:  # a malformed value: as good as missing, said why
                 return str(exc)
             if found is None:
-                return missing(name)
+                return self.credentials.missing(name)
         jar = None
         if plan.cookies:
             presets = plan.presets.get(d.origin, ())
