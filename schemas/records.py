@@ -35,6 +35,9 @@ from msgspec import Meta
 # Outcome (for the origin's cookie jar) and the ``redacted`` header names of an Exchange. A
 # credential's value is never in a record: the spec names it, the process holds it. v1-v5
 # records are still accepted (a crawl that sends no header, cookie or credential of its own).
+# Also v6, extraction without code (docs/extraction.md): ``CrawlPolicy.extract``, named CSS
+# selectors, and ``Page.data``, what they matched; a v1-v5 spec extracts nothing and a v1-v5
+# page has ``data`` null.
 SCHEMA_VERSION = 6
 
 
@@ -98,6 +101,16 @@ MAX_HEADER_VALUE_CHARS = 8_192
 MAX_COOKIE_PRESETS = 256
 MAX_COOKIE_CHARS = 4_096
 MAX_AUTH = 256
+# Extraction (v6, docs/extraction.md): at most MAX_EXTRACTORS named selectors of at most
+# MAX_SELECTOR_CHARS each; in Page.data each string has at most MAX_EXTRACT_CHARS characters,
+# each list at most MAX_EXTRACT_VALUES strings, and the whole object at most MAX_DATA_BYTES of
+# JSON (agents/content/extract.py cuts values to fit and marks the object DATA_TRUNCATED).
+MAX_EXTRACTORS = 32
+MAX_SELECTOR_CHARS = 1_024
+MAX_EXTRACT_CHARS = 4_096
+MAX_EXTRACT_VALUES = 256
+MAX_DATA_BYTES = 65_536
+DATA_TRUNCATED = "_truncated"
 
 CrawlId = Annotated[
     str,
@@ -140,6 +153,20 @@ CredentialName = Annotated[
     ),
 ]
 WarcCredentials = Literal["redact", "keep"]
+ExtractName = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$",
+        description="1-64 letters, digits, '_', '.' or '-', starting with a letter or '_'",
+    ),
+]
+ExtractText = Annotated[str, Meta(max_length=MAX_EXTRACT_CHARS)]
+# One value of Page.data: a string (first match), a list of strings (``all``), null (no
+# match), or ``true`` under DATA_TRUNCATED.
+ExtractValue = (
+    ExtractText | Annotated[list[ExtractText], Meta(max_length=MAX_EXTRACT_VALUES)] | bool | None
+)
+PageData = Annotated[dict[ExtractName, ExtractValue], Meta(max_length=MAX_EXTRACTORS + 1)]
 
 
 class RequestHeader(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -163,6 +190,18 @@ class OriginAuth(msgspec.Struct, frozen=True, kw_only=True):
 
     origin: Origin
     credential: CredentialName
+
+
+class Extractor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A named CSS selector whose matches fill ``Page.data[name]`` (v6; docs/extraction.md).
+
+    ``selector``: CSS, optionally ending in ``::text`` (the element's text, whitespace
+    collapsed: the default) or ``::attr(NAME)`` (an attribute's value). ``all``: a list of every
+    match, else the first match (or null)."""
+
+    name: ExtractName
+    selector: Annotated[str, Meta(min_length=1, max_length=MAX_SELECTOR_CHARS)]
+    all: bool = False
 
 
 class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -254,6 +293,9 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     cookie_presets: Annotated[tuple[CookiePreset, ...], Meta(max_length=MAX_COOKIE_PRESETS)] = ()
     auth: Annotated[tuple[OriginAuth, ...], Meta(max_length=MAX_AUTH)] = ()
     warc_credentials: WarcCredentials = "redact"
+    # v6, extraction without code (``--extract NAME=SELECTOR``, docs/extraction.md): each page
+    # record's ``data`` holds what these selectors matched; none: ``data`` is null.
+    extract: Annotated[tuple[Extractor, ...], Meta(max_length=MAX_EXTRACTORS)] = ()
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -464,6 +506,11 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     change: Change | None = None
     previous_sha256: str | None = None
     previous_fetched_at: float | None = None
+    # v6: what the crawl's extractors matched (``CrawlPolicy.extract``), by name; None: the
+    # crawl extracts nothing (or the record has no body: a revisit that found the page
+    # unchanged, or gone). ``data["_truncated"]`` is true when a value was cut to its bounds or
+    # left out (docs/extraction.md).
+    data: PageData | None = None
 
 
 class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,9 +14,13 @@ from streamcrawl.schemas import generate
 from streamcrawl.schemas.codec import KNOWN_VERSIONS, BadMessage, decode, encode
 from streamcrawl.schemas.records import (
     MAX_ANCHOR_CHARS,
+    MAX_EXTRACT_CHARS,
+    MAX_EXTRACT_VALUES,
+    MAX_EXTRACTORS,
     MAX_PAGE_LINKS,
     MAX_REL_CHARS,
     MAX_REL_TOKENS,
+    MAX_SELECTOR_CHARS,
     SCHEMA_VERSION,
     TOPIC_SINCE,
     WIRE_RECORDS,
@@ -24,6 +28,7 @@ from streamcrawl.schemas.records import (
     CaptureRevisit,
     CrawlPolicy,
     Exchange,
+    Extractor,
     FrontierBatch,
     Outcome,
     Outlink,
@@ -39,6 +44,11 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
         CrawlPolicy(
             crawl_id="c2", seeds=("https://example.org/",), max_pages=10, max_depth=2,
             include=(r"^https://example\.org/docs/",), state="paused", store_bodies=True,
+        ),
+        CrawlPolicy(
+            crawl_id="c3", seeds=("https://example.org/",),
+            extract=(Extractor(name="price", selector=".price::text"),
+                     Extractor(name="tags", selector="a[rel=tag]::attr(href)", all=True)),
         ),
     ],
     "frontier": [
@@ -80,6 +90,13 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
                         scope_rule="host"),
             ),
             links_total=3, links_truncated=True,
+        ),
+        Page(
+            crawl_id="c3", url="https://example.org/p", final_url="https://example.org/p",
+            origin="https://example.org", status=200, headers={}, content_type="text/html",
+            charset="utf-8", title="P", depth=0, fetched_at=1.0, elapsed_ms=1.0,
+            body_sha256="0" * 64, body_bytes=5, outlinks=0, change="new",
+            data={"price": "9,99 €", "tags": ["/t/a", "/t/b"], "sku": None, "_truncated": True},
         ),
     ],
     "status": [
@@ -229,6 +246,51 @@ def test_more_links_than_the_bound_are_refused() -> None:
     value["links"] = [{"url": f"https://e.org/{i}"} for i in range(MAX_PAGE_LINKS + 1)]
     with pytest.raises(BadMessage, match="field links"):
         decode("pages", json.dumps(value))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"x": "y" * (MAX_EXTRACT_CHARS + 1)},
+        {"x": ["y"] * (MAX_EXTRACT_VALUES + 1)},
+        {"x": ["y" * (MAX_EXTRACT_CHARS + 1)]},
+        {"x": 1},
+        {"x": {"y": "z"}},
+        {"1x": "y"},
+        {f"x{i}": None for i in range(MAX_EXTRACTORS + 2)},
+    ],
+)
+def test_page_data_outside_its_bounds_is_refused_by_decoder_and_schema(
+    data: dict[str, Any],
+) -> None:
+    value = json.loads(encode(SAMPLES["pages"][2])) | {"data": data}
+    with pytest.raises(BadMessage, match=r"\$\.data|field data"):
+        decode("pages", json.dumps(value))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(value, load_schema("pages"), jsonschema.Draft202012Validator)
+
+
+@pytest.mark.parametrize(
+    "extract",
+    [
+        [{"name": "", "selector": "p"}],
+        [{"name": "9lives", "selector": "p"}],
+        [{"name": "a b", "selector": "p"}],
+        [{"name": "x" * 65, "selector": "p"}],
+        [{"name": "x", "selector": ""}],
+        [{"name": "x", "selector": "p" * (MAX_SELECTOR_CHARS + 1)}],
+        [{"name": "x", "selector": "p", "all": "yes"}],
+        [{"name": f"x{i}", "selector": "p"} for i in range(MAX_EXTRACTORS + 1)],
+    ],
+)
+def test_extractors_outside_their_bounds_are_refused_by_decoder_and_schema(
+    extract: list[dict[str, Any]],
+) -> None:
+    value = json.loads(encode(SAMPLES["control"][0])) | {"extract": extract}
+    with pytest.raises(BadMessage, match="field extract"):
+        decode("control", json.dumps(value))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(value, load_schema("control"), jsonschema.Draft202012Validator)
 
 
 def test_index_names_every_topic_and_its_schema_file() -> None:
