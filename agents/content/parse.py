@@ -238,6 +238,31 @@ class _Collector:
         )
 
 
+class HtmlTree(NamedTuple):
+    """One page parsed once, for every reader of its tree (``parse_html``, the crawl's
+    extractors: ``agents/content/extract.py``)."""
+
+    tree: LexborHTMLParser | None  # None: lexbor failed on this input
+    tags: int  # the "<" of the part parsed: at least its elements, less a few implied ones
+
+
+def parse_tree(html: str, url: str = "") -> HtmlTree:
+    """Parse ``html`` (fetched from ``url``, for the log) with lexbor; never raises. A page
+    nested deeper than ``MAX_DEPTH`` is parsed only up to that point (hostile markup; lexbor's
+    cost grows with depth times tags)."""
+    try:
+        html = _cut_at_max_depth(html)
+        tags = html.count("<")
+        try:
+            return HtmlTree(LexborHTMLParser(html, options=_OPTIONS), tags)
+        except UnicodeEncodeError:  # lone surrogates cannot be encoded to UTF-8 for lexbor
+            data = html.encode("utf-8", errors="replace")
+            return HtmlTree(LexborHTMLParser(data, options=_OPTIONS), tags)
+    except Exception:  # a parser failure on hostile input costs this page's fields, not the crawl
+        log.warning("HTML of %s could not be parsed", url, exc_info=True)
+        return HtmlTree(None, 0)
+
+
 def _cut_at_max_depth(html: str) -> str:
     """``html`` up to where its open-element nesting would pass ``MAX_DEPTH`` (approximate)."""
     if html.count("<") < _DEPTH_CHECK_TAGS:
@@ -257,20 +282,20 @@ def _cut_at_max_depth(html: str) -> str:
     return html
 
 
-def parse_html(html: str, url: str, *, product_token: str = "streamcrawl") -> ParsedPage:
+def parse_html(
+    html: str, url: str, *, product_token: str = "streamcrawl", parsed: HtmlTree | None = None
+) -> ParsedPage:
     """Parse ``html`` fetched from ``url``; never raises (see the module docstring).
 
     ``product_token`` is our robots product token: ``<meta name="streamcrawl">`` applies to us
-    like ``<meta name="robots">``. A page nested deeper than ``MAX_DEPTH`` is parsed only up to
-    that point (hostile markup; lexbor's cost grows with depth times tags).
+    like ``<meta name="robots">``. ``parsed``: the page's tree, when the caller parsed it
+    already (``parse_tree``) to read it for more than this, so that it is parsed once.
     """
     collector = _Collector(url, product_token.lower())
+    tree = (parsed if parsed is not None else parse_tree(html, url)).tree
+    if tree is None:
+        return collector.page()
     try:
-        html = _cut_at_max_depth(html)
-        try:
-            tree = LexborHTMLParser(html, options=_OPTIONS)
-        except UnicodeEncodeError:  # lone surrogates cannot be encoded to UTF-8 for lexbor
-            tree = LexborHTMLParser(html.encode("utf-8", errors="replace"), options=_OPTIONS)
         for node in tree.css(_SELECTOR):
             collector.visit(node)
     except Exception:  # a parser failure on hostile input costs this page's fields, not the crawl

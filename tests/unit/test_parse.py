@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamcrawl.agents.content.parse import MAX_TITLE_CHARS, Link, ParsedPage, parse_html
+from streamcrawl.agents.content.parse import (
+    MAX_TITLE_CHARS,
+    HtmlTree,
+    Link,
+    ParsedPage,
+    parse_html,
+    parse_tree,
+)
 from streamcrawl.schemas.records import MAX_ANCHOR_CHARS
 
 URL = "https://example.com/dir/page.html"
@@ -322,3 +329,22 @@ def test_100k_links_with_text_parse_in_bounded_time() -> None:
     links = parse_html(html, URL).links
     assert len(links) == 100_000 and links[-1] == Link("/99999", False, "link 99999", ("ugc",))
     assert time.process_time() - t0 < 5.0
+
+
+def test_a_tree_parsed_once_serves_parse_html() -> None:
+    """The stage parses a page once (``parse_tree``) for the links and the crawl's extractors:
+    parse_html reads that tree, not the text, when given one."""
+    html = "<title>T</title><a href=/a>A</a>"
+    parsed = parse_tree(html, URL)
+    assert parsed.tree is not None and parsed.tags == 4
+    assert parse_html(html, URL, parsed=parsed) == parse_html(html, URL)
+    other = parse_tree("<title>Other</title>", URL)
+    assert parse_html(html, URL, parsed=other).title == "Other"  # the tree, not the text
+    assert parse_html(html, URL, parsed=HtmlTree(None, 0)).links == []  # lexbor failed on it
+
+
+def test_a_page_with_lone_surrogates_is_parsed() -> None:
+    parsed = parse_tree("<title>a\udc80b</title>", URL)
+    assert parsed.tree is not None
+    title = parse_html("", URL, parsed=parsed).title
+    assert title is not None and title[0] == "a" and title[-1] == "b"
