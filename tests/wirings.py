@@ -9,7 +9,8 @@ from pathlib import Path
 
 from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.network import Network
-from streamcrawl.schemas.records import CrawlPolicy
+from streamcrawl.schemas.codec import decode
+from streamcrawl.schemas.records import CrawlPolicy, Page
 from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from tests.httpserver import LOOPBACK_GUARD
 from tests.kafka_agents import AgentsCrawl
@@ -37,6 +38,19 @@ async def crawl(
     """Run ``policy`` through ``wiring``; URL -> its one terminal state (fails on two).
     ``network``: the process's side (proxy, credentials); default: the embedded crawl's (its
     seeds' addresses allowed), the agents' (loopback allowed)."""
+    states, _pages = await crawl_with_pages(wiring, policy, tmp_path, timeout, network)
+    return states
+
+
+async def crawl_with_pages(
+    wiring: str,
+    policy: CrawlPolicy,
+    tmp_path: Path,
+    timeout: float = 60.0,
+    network: Network | None = None,
+) -> tuple[dict[str, State], list[Page]]:
+    """``crawl``, and the page records as the wiring hands them on, in order: the lines of
+    the embedded crawl's ``pages.jsonl``, the values the agents publish on ``pages``."""
     if wiring == "embedded":
         await EmbeddedCrawl(
             policy,
@@ -52,11 +66,13 @@ async def crawl(
             out[row["url"]] = State(
                 row["state"], row.get("last_error"), row.get("attempts", 0), row["depth"]
             )
-        return out
+        lines = (tmp_path / "out/pages.jsonl").read_text().splitlines()
+        return out, [decode("pages", line) for line in lines]
     if network is None:
         network = Network(guard=LOOPBACK_GUARD)
     agents = await AgentsCrawl(policy, network=network).run(timeout)
-    return {
+    states = {
         url: State(str(s.state), s.last_error, s.attempts, s.depth)
         for url, s in agents.states().items()
     }
+    return states, agents.pages

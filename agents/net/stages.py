@@ -18,6 +18,7 @@ from functools import partial
 import aiohttp
 import msgspec
 
+from streamcrawl.agents.content.extract import Data, extract, nothing
 from streamcrawl.agents.content.link_header import page_rels
 from streamcrawl.agents.content.listings import (
     LISTING_STATES,
@@ -29,7 +30,7 @@ from streamcrawl.agents.content.listings import (
     robots_sitemaps,
 )
 from streamcrawl.agents.content.outlinks import PageLinks, canonical_links, followed, record_links
-from streamcrawl.agents.content.parse import Link, parse_html
+from streamcrawl.agents.content.parse import Link, parse_html, parse_tree
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchRetryable
 from streamcrawl.agents.frontier.revisits import GONE_STATUSES
 from streamcrawl.agents.frontier.scheduler import Dispatch
@@ -332,7 +333,8 @@ class Stages:
 
 @dataclass
 class _Document:
-    """What parsing a response found: title, base, links, feeds, directives, canonical."""
+    """What parsing a response found: title, base, links, feeds, directives, canonical, and
+    what the crawl's extractors read (None: it has none)."""
 
     title: str | None
     base: str
@@ -341,23 +343,30 @@ class _Document:
     feeds: tuple[str, ...]
     directives: frozenset[str]
     canonical: str | None
+    data: Data | None = None
 
 
 def _read_document(d: Dispatch, result: FetchResult) -> _Document:
-    """Parse the body (HTML) and the headers (Link, X-Robots-Tag) of a page response."""
-    policy = d.rules.policy
+    """Parse the body (HTML) and the headers (Link, X-Robots-Tag) of a page response: the
+    body once, for its links and the crawl's extractors."""
+    policy, extractors = d.rules.policy, d.rules.extractors
     directives: frozenset[str] = frozenset()
     if policy.honor_x_robots_tag:
         directives = x_robots_tag(result.headers, policy.user_agent)
     header = page_rels(result.headers, result.final_url)
     doc = _Document(None, result.final_url, [], header.follow, (), directives, header.canonical)
-    if result.text is not None:
-        parsed = parse_html(result.text, result.final_url, product_token=d.rules.token)
-        doc.title, doc.base = parsed.title, parsed.base
-        doc.canonical = parsed.canonical or doc.canonical
-        doc.directives = directives | parsed.meta_robots
-        doc.links = parsed.links
-        doc.feeds = parsed.feeds if policy.feeds else ()
+    if result.text is None:
+        doc.data = nothing(extractors) if extractors else None
+        return doc
+    tree = parse_tree(result.text, result.final_url)
+    parsed = parse_html(result.text, result.final_url, product_token=d.rules.token, parsed=tree)
+    doc.title, doc.base = parsed.title, parsed.base
+    doc.canonical = parsed.canonical or doc.canonical
+    doc.directives = directives | parsed.meta_robots
+    doc.links = parsed.links
+    doc.feeds = parsed.feeds if policy.feeds else ()
+    if extractors:
+        doc.data = extract(extractors, tree, result.final_url)
     return doc
 
 
@@ -398,6 +407,7 @@ def _page_record(
         links_truncated=record.truncated,
         # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
         body=result.text if policy.wants_bodies() and not noindex else None,
+        data=doc.data,
     )
 
 

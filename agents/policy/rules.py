@@ -1,4 +1,5 @@
-"""One crawl's compiled rules: the policy plus its canonicalizer, scope and robots cache.
+"""One crawl's compiled rules: the policy plus its canonicalizer, scope, robots cache and
+extractors.
 
 Built once per crawl id (not per URL) so that regexes, options and parsed robots.txt files are
 reused; both wirings keep one ``CrawlRules`` per crawl they serve.
@@ -10,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.policy.extractors import Compiled, compile_extractors
 from streamcrawl.agents.policy.requests import RequestPlan
 from streamcrawl.agents.policy.revisit import RevisitPolicy
 from streamcrawl.agents.robots.rules import RobotsRules, product_token
@@ -29,6 +31,8 @@ class CrawlRules:
     revisit: RevisitPolicy | None = None  # None: each URL is fetched once
     # What every request of the crawl carries, per origin (docs/requests.md).
     requests: RequestPlan = field(default_factory=lambda: RequestPlan(common={}))
+    # What fills each page record's ``data`` (docs/extraction.md); none: ``data`` is null.
+    extractors: tuple[Compiled, ...] = ()
     _robots: OrderedDict[str, tuple[float, int | None, RobotsRules]] = field(
         default_factory=OrderedDict
     )
@@ -36,8 +40,9 @@ class CrawlRules:
 
     @classmethod
     def from_policy(cls, policy: CrawlPolicy) -> CrawlRules:
-        """``ConfigError`` (one line) if the policy's revisit bounds do not hold, or a request
-        option is one a crawl may not have (``agents/policy/requests.py``)."""
+        """``ConfigError`` (one line) if the policy's revisit bounds do not hold, a request
+        option is one a crawl may not have (``agents/policy/requests.py``), or an extractor is
+        malformed (``agents/policy/extractors.py``)."""
         try:
             revisit = RevisitPolicy.from_policy(policy)
         except ValueError as exc:
@@ -50,6 +55,7 @@ class CrawlRules:
             token=product_token(policy.user_agent),
             revisit=revisit,
             requests=RequestPlan.from_policy(policy, scope),
+            extractors=compile_extractors(policy.extract),
         )
 
     def robots(self, state: OriginState) -> RobotsRules | None:

@@ -1,27 +1,35 @@
-"""Extraction without code (agents/content/extract.py): the NAME=SELECTOR syntax, what a
-selector reads from a page, the bounds of ``Page.data``, and the work a hostile page may cost."""
+"""Extraction without code: the NAME=SELECTOR syntax and its checks
+(agents/policy/extractors.py), what a selector reads from a page, the bounds of ``Page.data``
+and the work a hostile page may cost (agents/content/extract.py)."""
 
 from __future__ import annotations
+
+import json
+import logging
 
 import msgspec
 import pytest
 
-from streamcrawl.agents.content.extract import (
-    READ_CHARS,
-    WORK,
-    Extraction,
-    _branches,
-    compile_extractor,
-    parse_extractor,
-)
+from streamcrawl.agents.content.extract import READ_CHARS, WORK, Data, extract, nothing
 from streamcrawl.agents.content.parse import HtmlTree, parse_tree
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.policy.extractors import (
+    _branches,
+    compile_extractor,
+    compile_extractors,
+    parse_extractor,
+)
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.stream.control import SharedView
+from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.schemas.records import (
     MAX_DATA_BYTES,
     MAX_EXTRACT_CHARS,
     MAX_EXTRACT_VALUES,
+    CrawlPolicy,
     Extractor,
 )
+from streamcrawl.topology.worker.internals import refresh_metadata
 
 PAGE = """<!doctype html><html lang=en><head><title> A  page
  title </title><meta name=description content="  about it "></head><body>
@@ -35,10 +43,8 @@ PAGE = """<!doctype html><html lang=en><head><title> A  page
 </body></html>"""
 
 
-def extract(html: str, *specs: str) -> dict[str, object]:
-    extraction = Extraction.compile([parse_extractor(s) for s in specs])
-    assert extraction is not None
-    return extraction.apply(parse_tree(html))
+def run(html: str, *specs: str) -> Data:
+    return extract(compile_extractors([parse_extractor(s) for s in specs]), parse_tree(html))
 
 
 @pytest.mark.parametrize(
@@ -88,12 +94,12 @@ def test_a_bad_extractor_is_one_line_naming_it(text: str, message: str) -> None:
 def test_a_spec_from_another_producer_is_checked_as_the_cli_checks_it() -> None:
     """A spec need not come from the CLI: compile refuses what parse_extractor would."""
     with pytest.raises(ConfigError, match="is not CSS lexbor parses"):
-        Extraction.compile([Extractor(name="t", selector="a,,b")])
+        compile_extractors([Extractor(name="t", selector="a,,b")])
     with pytest.raises(ConfigError, match="extractor name t is given twice"):
-        Extraction.compile([Extractor(name="t", selector="a"), Extractor(name="t", selector="b")])
+        compile_extractors([Extractor(name="t", selector="a"), Extractor(name="t", selector="b")])
     with pytest.raises(ConfigError, match="extractor name '1' must be"):
         compile_extractor(Extractor(name="1", selector="a"))
-    assert Extraction.compile([]) is None
+    assert compile_extractors([]) == ()
 
 
 @pytest.mark.parametrize(
@@ -125,45 +131,45 @@ def test_a_spec_from_another_producer_is_checked_as_the_cli_checks_it() -> None:
     ],
 )
 def test_what_a_selector_reads(spec: str, value: object) -> None:
-    assert extract(PAGE, spec) == {"t": value}
+    assert run(PAGE, spec) == {"t": value}
 
 
 def test_values_come_in_the_crawls_order() -> None:
-    data = extract(PAGE, "z=title", "a=all:.tag", "m=.nothing")
+    data = run(PAGE, "z=title", "a=all:.tag", "m=.nothing")
     assert list(data) == ["z", "a", "m"]
     assert data == {"z": "A page title", "a": ["red", "", "green blue"], "m": None}
 
 
 def test_a_long_text_is_cut_and_the_data_says_so() -> None:
     html = f"<p>{'word ' * 2000}</p><h1>h</h1>"
-    data = extract(html, "p=p", "h=h1")
+    data = run(html, "p=p", "h=h1")
     assert data["p"] == ("word " * 2000)[:MAX_EXTRACT_CHARS].rstrip()
     assert data["h"] == "h" and data["_truncated"] is True
-    assert extract(f"<p>{'x' * MAX_EXTRACT_CHARS}</p>", "p=p") == {"p": "x" * MAX_EXTRACT_CHARS}
+    assert run(f"<p>{'x' * MAX_EXTRACT_CHARS}</p>", "p=p") == {"p": "x" * MAX_EXTRACT_CHARS}
 
 
 def test_a_long_attribute_is_cut() -> None:
-    data = extract(f"<a href='/{'x' * 5000}'>", "h=a::attr(href)")
+    data = run(f"<a href='/{'x' * 5000}'>", "h=a::attr(href)")
     assert data == {"h": "/" + "x" * (MAX_EXTRACT_CHARS - 1), "_truncated": True}
 
 
 def test_a_text_padded_with_whitespace_is_read_within_its_bound() -> None:
     """An element's text is read up to 16 x its bound before the whitespace goes: a page of
     megabytes of spaces costs that, and what was not read makes the data say it was cut."""
-    data = extract("<p>" + " " * 100_000 + "late</p>", "p=p")
+    data = run("<p>" + " " * 100_000 + "late</p>", "p=p")
     assert data == {"p": "", "_truncated": True}
 
 
 def test_lists_hold_at_most_max_values() -> None:
     tags = "".join(f"<i>{i}</i>" for i in range(MAX_EXTRACT_VALUES + 1))
-    data = extract(tags, "i=all:i")
+    data = run(tags, "i=all:i")
     assert data["i"] == [str(i) for i in range(MAX_EXTRACT_VALUES)]
     assert data["_truncated"] is True
     exact = "".join(f"<i>{i}</i>" for i in range(MAX_EXTRACT_VALUES))
-    assert "_truncated" not in extract(exact, "i=all:i")
+    assert "_truncated" not in run(exact, "i=all:i")
     # a list of attributes is cut only if one more element has the attribute
     links = exact.replace("<i>", "<a href=x>") + "<a>no href</a>"
-    assert "_truncated" not in extract(links, "a=all:a::attr(href)")
+    assert "_truncated" not in run(links, "a=all:a::attr(href)")
 
 
 def test_the_whole_data_stays_within_max_data_bytes() -> None:
@@ -171,9 +177,7 @@ def test_the_whole_data_stays_within_max_data_bytes() -> None:
     order, the first that does not fit is cut, and the encoded object is at most 64 KiB."""
     html = "".join(f"<p class=c{i % 4}>{chr(0x4E00 + i) * 3000}</p>" for i in range(300))
     specs = [f"v{i}=all:p.c{i % 4}" for i in range(32)]
-    extraction = Extraction.compile([parse_extractor(s) for s in specs])
-    assert extraction is not None
-    data = extraction.apply(parse_tree(html))
+    data = run(html, *specs)
     encoded = msgspec.json.encode(data)
     assert MAX_DATA_BYTES - 9_000 < len(encoded) <= MAX_DATA_BYTES
     assert list(data) == [f"v{i}" for i in range(32)] + ["_truncated"]
@@ -186,7 +190,7 @@ def test_the_whole_data_stays_within_max_data_bytes() -> None:
 def test_a_long_string_is_cut_to_the_room_left() -> None:
     html = "".join(f"<p id=p{i}>{'é' * 4000}</p>" for i in range(20))
     specs = [f"v{i}=#p{i}" for i in range(20)]
-    data = extract(html, *specs)
+    data = run(html, *specs)
     assert len(msgspec.json.encode(data)) <= MAX_DATA_BYTES
     whole = [v for v in data.values() if v == "é" * 4000]
     assert len(whole) == 8  # 8 x 8,002 bytes of JSON; the 9th is cut
@@ -201,7 +205,7 @@ def test_the_text_read_from_a_page_is_bounded() -> None:
     """Nested elements share their text: ``all:div`` over 100 nested <div> around 100 KB of
     text would read 10 MB; the read stops past READ_CHARS."""
     html = "<div>" * 100 + "x" * 100_000
-    data = extract(html, "d=all:div", "after=div")
+    data = run(html, "d=all:div", "after=div")
     values = data["d"]
     assert isinstance(values, list)
     assert len(values) == READ_CHARS // 100_000 + 1  # the read that passed the bound is kept
@@ -270,7 +274,7 @@ def nested(depth: int, inner: str = "<span>x</span>") -> str:
 def test_a_page_too_deep_or_wide_for_a_selector_is_not_matched_by_it(
     html: str, spec: str, runs: bool
 ) -> None:
-    data = extract(html, spec, "after=div > span, li")
+    data = run(html, spec, "after=div > span, li")
     if runs:
         assert data["t"] is not None and "_truncated" not in data
     else:
@@ -291,14 +295,43 @@ def test_a_page_too_deep_or_wide_for_a_selector_is_not_matched_by_it(
     ],
 )
 def test_hostile_html_gives_values_within_bounds_and_never_raises(html: str) -> None:
-    data = extract(html, "t=title", "p=all:p", "a=a::attr(href)", "d=div div div div")
+    data = run(html, "t=title", "p=all:p", "a=a::attr(href)", "d=div div div div")
     assert len(msgspec.json.encode(data)) <= MAX_DATA_BYTES
     assert set(data) - {"_truncated"} == {"t", "p", "a", "d"}
     assert all(isinstance(v, (str, list, type(None), bool)) for v in data.values())
 
 
 def test_a_page_lexbor_could_not_parse_has_every_value_empty_and_cut() -> None:
-    extraction = Extraction.compile([parse_extractor("t=title"), parse_extractor("l=all:a")])
-    assert extraction is not None
-    assert extraction.apply(HtmlTree(None, 0)) == {"t": None, "l": [], "_truncated": True}
-    assert extraction.empty() == {"t": None, "l": []}
+    extractors = compile_extractors([parse_extractor("t=title"), parse_extractor("l=all:a")])
+    assert extract(extractors, HtmlTree(None, 0)) == {"t": None, "l": [], "_truncated": True}
+    assert nothing(extractors) == {"t": None, "l": []}
+
+
+def test_the_crawls_rules_hold_its_extractors_compiled() -> None:
+    policy = CrawlPolicy(crawl_id="c", extract=(Extractor(name="t", selector="h1::attr(id)"),))
+    (compiled,) = CrawlRules.from_policy(policy).extractors
+    assert (compiled.name, compiled.css, compiled.attr, compiled.all) == ("t", "h1", "id", False)
+    assert CrawlRules.from_policy(CrawlPolicy(crawl_id="c")).extractors == ()
+
+
+@pytest.mark.parametrize(
+    ("extract", "why"),
+    [
+        ([{"name": "t", "selector": "a,,b"}], "is not CSS lexbor parses"),
+        ([{"name": "t", "selector": "p::after"}], "may end only in ::text or ::attr"),
+        ([{"name": "t", "selector": "a"}, {"name": "t", "selector": "b"}], "given twice"),
+        ([{"name": "_truncated", "selector": "a"}], "is taken"),
+    ],
+)
+def test_the_worker_refuses_a_spec_with_a_bad_extractor_in_one_line(
+    extract: list[dict[str, str]], why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A spec from another producer than the CLI: refused with one log line, never applied."""
+    view = SharedView(None, "p.control", "p.budget", Metrics(), refresh_metadata=refresh_metadata)
+    caplog.set_level(logging.WARNING, "streamcrawl.agents.stream.control")
+    spec = {"v": 6, "crawl_id": "c1", "seeds": ["https://example.org/"], "extract": extract}
+    assert not view._apply("p.control", 0, 0, b"c1", json.dumps(spec).encode())
+    assert "c1" not in view.policies
+    (refused,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "'c1'" in refused.getMessage() and why in refused.getMessage()
+    assert "\n" not in refused.getMessage()
