@@ -23,7 +23,13 @@ import pytest
 
 from streamcrawl.agents.sinks.warc import index as warc_index
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import CookiePreset, CrawlPolicy, OriginAuth, RequestHeader
+from streamcrawl.schemas.records import (
+    CookiePreset,
+    CrawlPolicy,
+    Extractor,
+    OriginAuth,
+    RequestHeader,
+)
 from streamcrawl.topology.admin import generation
 from streamcrawl.topology.admin import status as status_module
 from streamcrawl.topology.admin import topics as admin
@@ -279,6 +285,11 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
         (OriginAuth(origin="http://127.0.0.1:9", credential="SITE"),),
     ),
     "--warc-credentials": (["--warc-credentials", "keep"], policy("warc_credentials"), "keep"),
+    "--extract": (
+        ["--extract", "tags=all:a.tag::attr(href)"],
+        policy("extract"),
+        (Extractor(name="tags", selector="a.tag::attr(href)", all=True),),
+    ),
 }
 
 PROXY = ["--proxy", "http://127.0.0.1:3128"]

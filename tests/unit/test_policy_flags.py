@@ -3,14 +3,25 @@ reaches the field it names (topology/cli/options.py builds them from tables)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import msgspec
 import pytest
 
-from streamcrawl.schemas.records import CookiePreset, CrawlPolicy, OriginAuth, RequestHeader
+from streamcrawl.schemas.records import (
+    CookiePreset,
+    CrawlPolicy,
+    Extractor,
+    OriginAuth,
+    RequestHeader,
+)
 from streamcrawl.topology.cli.main import build_parser
 from streamcrawl.topology.cli.options import policy_from_args
 
 URL = "https://example.org/"
+STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
 
 
 @pytest.mark.parametrize("command", ["crawl", "seed"])
@@ -60,6 +71,11 @@ FLAGS = [
         (OriginAuth(origin="https://example.org", credential="SITE"),),
     ),
     (["--warc-credentials", "keep"], "warc_credentials", "keep"),
+    (
+        ["--extract", "price=.price::text"],
+        "extract",
+        (Extractor(name="price", selector=".price::text"),),
+    ),
 ]
 
 
@@ -93,7 +109,6 @@ NO_FLAG = {
     "keep_versions",  # seed's own --keep-versions (tests/unit/test_cli_flags.py)
     "warc",  # seed's --warc, crawl's --warc DIR: own flags (tests/unit/test_cli_flags.py)
     "cookie_presets",  # --cookie-for: test_a_cookie_preset_turns_the_jar_on
-    "extract",  # --extract: comes with its flag
 }  # fmt: skip
 
 
@@ -122,3 +137,49 @@ def test_a_duration_flag_names_its_units() -> None:
 def test_every_flag_is_tested_here() -> None:
     fields = {f.name for f in msgspec.structs.fields(CrawlPolicy)}
     assert fields - NO_FLAG == {field for _, field, _ in FLAGS}
+
+
+def test_extract_flags_keep_their_order_and_all() -> None:
+    flags = ["--extract", "t=title", "--extract", "tags=all:a.tag::attr(href)"]
+    policy = policy_from_args(build_parser().parse_args(["seed", URL, *flags]), [URL], "c1")
+    assert policy.extract == (
+        Extractor(name="t", selector="title"),
+        Extractor(name="tags", selector="a.tag::attr(href)", all=True),
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--extract", "t=a", "--extract", "t=b"], "extractor name t is given twice"),
+        ([f"--extract=x{i}=p" for i in range(33)], "field extract"),
+    ],
+)
+def test_extract_flags_a_crawl_may_not_have_are_one_clear_error(
+    flags: list[str], message: str
+) -> None:
+    from streamcrawl.agents.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        policy_from_args(build_parser().parse_args(["crawl", URL, *flags]), [URL], "c1")
+
+
+@pytest.mark.parametrize("command", ["crawl", "seed"])
+def test_a_selector_lexbor_cannot_parse_is_one_line_and_exit_2(
+    command: str, tmp_path: Path
+) -> None:
+    """Refused by the argument's type: before anything is crawled or published (``seed``
+    is pointed at a port where no broker listens, and never gets to try it)."""
+    where = ["--out", str(tmp_path)] if command == "crawl" else ["--kafka-bootstrap", "127.0.0.1:9"]
+    proc = subprocess.run(
+        [STREAMCRAWL, command, URL, "--extract", "price=.price,,b::text", *where],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "streamcrawl: error: argument --extract: extractor price: selector '.price,,b::text' "
+        "is not CSS lexbor parses"
+    ]
+    assert list(tmp_path.iterdir()) == []

@@ -18,7 +18,7 @@ import msgspec
 
 from streamcrawl.agents.errors import ConfigError, InvalidURL
 from streamcrawl.schemas.codec import BadMessage, check
-from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlId, CrawlPolicy
+from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlId, CrawlPolicy, Extractor
 
 if TYPE_CHECKING:
     from streamcrawl.agents.net.network import Network
@@ -105,6 +105,16 @@ def _crawl_id(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"crawl id {text!r} must be 1-100 letters, digits, '.', '_' or '-'"
         ) from None
+
+
+def _extractor(text: str) -> Extractor:
+    """``NAME=SELECTOR``: an extractor whose selector lexbor parses (docs/extraction.md)."""
+    from streamcrawl.agents.policy.extractors import parse_extractor
+
+    try:
+        return parse_extractor(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _regex(text: str) -> str:
@@ -246,6 +256,16 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         help="adaptive: longer after no change, shorter after a change; fixed: every "
         "--recrawl-after (default %(default)s)",
     )
+    p.add_argument(
+        "--extract",
+        action="append",
+        default=[],
+        type=_extractor,
+        metavar="NAME=SELECTOR",
+        help="put what the CSS SELECTOR matches in each page record's data[NAME]: the "
+        "element's text, or SELECTOR::attr(NAME); NAME=all:SELECTOR for every match "
+        "(repeatable, at most 32; docs/extraction.md)",
+    )
     add_request_flags(p)
 
 
@@ -343,6 +363,7 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         connect_timeout=min(10.0, args.timeout),
         sitemap_seeds=_canonical(args.sitemap, "sitemap"),
         recrawl_mode=args.recrawl_mode,
+        extract=tuple(args.extract),
         **numbers,
         **switches,
         **request_fields(args),
@@ -353,7 +374,7 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         raise ConfigError(str(exc)) from None
     from streamcrawl.agents.policy.rules import CrawlRules
 
-    CrawlRules.from_policy(policy)  # ConfigError: revisit bounds, request options, scope
+    CrawlRules.from_policy(policy)  # ConfigError: revisit bounds, request options, extractors
     if policy.recrawl_after is None and any(
         getattr(args, f) is not None for f in ("recrawl_min", "recrawl_max", "recrawl_feed_min")
     ):
