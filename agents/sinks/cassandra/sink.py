@@ -22,7 +22,9 @@ such URL's N+1 newest versions and, when there are N+1, one range deletion of th
 (``_trim``; why that is replay-safe: ``schemas/cassandra.cql``).
 
 A page's ``links`` go in its own row as one JSON text cell (the wire's encoding of
-``Page.links``), bounded by the crawl's ``max_page_links``: never a row per link.
+``Page.links``), bounded by the crawl's ``max_page_links``: never a row per link. Its ``data``
+(what the crawl's extractors read, docs/extraction.md) is one JSON text cell too, null when the
+crawl has no extractors.
 
 Nullable columns of ``url_status`` are stored as ``''`` / ``0`` instead of null: a null is a
 tombstone, and reading a 100 k-row partition full of them hits Cassandra's
@@ -66,7 +68,14 @@ from streamcrawl.agents.sinks.contract import (
     versioned,
 )
 from streamcrawl.schemas.codec import BadMessage, decode, encode
-from streamcrawl.schemas.records import CrawlPolicy, Outlink, Page, TerminalState, UrlStatus
+from streamcrawl.schemas.records import (
+    CrawlPolicy,
+    Outlink,
+    Page,
+    PageData,
+    TerminalState,
+    UrlStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +88,7 @@ KNOWN_ORIGINS = 100_000  # (crawl, origin) pairs remembered as written to crawl_
 _PAGE_FIELDS = tuple(f for f in Page.__struct_fields__ if f != "v")
 _PAGE_COLUMNS = ", ".join(_PAGE_FIELDS)
 _LINKS = _PAGE_FIELDS.index("links")
+_DATA = _PAGE_FIELDS.index("data")
 _BUCKETS = list(range(ORIGIN_BUCKETS))
 # What Cassandra counts per cell (a column, a map entry) beside its value when it sizes a
 # batch against batch_size_warn_threshold: timestamp, TTL, deletion time, framing. Generous:
@@ -86,8 +96,9 @@ _BUCKETS = list(range(ORIGIN_BUCKETS))
 # (Cassandra logged them); with 32 per cell a saturated crawl (the bench's 8 x 500 row) logged
 # none.
 _CELL = 32
-_encode_links = msgspec.json.Encoder().encode
+_encode_json = msgspec.json.Encoder().encode
 _decode_links = msgspec.json.Decoder(tuple[Outlink, ...]).decode
+_decode_data = msgspec.json.Decoder(PageData).decode
 _STATEMENTS = {
     "page": f"INSERT INTO {{ks}}.pages (url_hash, {_PAGE_COLUMNS}, checked_at) "
     f"VALUES (?, {', '.join('?' * len(_PAGE_FIELDS))}, ?) USING TIMESTAMP ?",
@@ -263,9 +274,12 @@ class CassandraSink:
             gone = (at, p.change, p.fetched_at, p.status, p.crawl_id, hashed)
             return ("gone", gone, 7 * _CELL + len(p.crawl_id), partition)
         row = [getattr(p, f) for f in _PAGE_FIELDS]
-        links = _encode_links(p.links)
+        links = _encode_json(p.links)
         row[_LINKS] = links.decode("utf-8")
+        data = _encode_json(p.data) if p.data is not None else b""
+        row[_DATA] = data.decode("utf-8") if p.data is not None else None
         size = _CELL * (len(row) + 1 + len(p.headers)) + len(links) + len(p.url) + len(p.final_url)
+        size += len(data)
         size += len(p.crawl_id) + len(p.origin) + len(p.title or "") + len(p.body_sha256)
         size += sum(len(k) + len(v) for k, v in p.headers.items())
         size += sum(len(r) for r in p.redirects) + len(p.canonical or "")
@@ -371,6 +385,7 @@ class CassandraSink:
             redirects=tuple(row["redirects"] or ()),
             links=_decode_links(row["links"]) if row["links"] else (),
             links_truncated=bool(row["links_truncated"]),
+            data=_decode_data(row["data"]) if row["data"] is not None else None,
         )
         return Page(**row)
 
