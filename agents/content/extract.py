@@ -17,9 +17,9 @@ sets ``data["_truncated"]`` to true.
 
 The work is bounded too: a page affords ``WORK`` steps of lexbor, and an extractor whose worst
 case (``Compiled.work``) does not fit in what is left is not run on it (null, or an empty list,
-and ``_truncated``). A page's depth and width are probed only when a selector's worst case needs
-them, with child and next-sibling combinators (linear: ``DEPTH_PROBES``, ``WIDTH_PROBES``). The
-text read from a page is bounded by ``READ_CHARS``.
+and ``_truncated``). A page's depth and width are probed, with child and next-sibling
+combinators (linear: ``DEPTH_PROBES``, ``WIDTH_PROBES``), only when that lowers a selector's
+charge by more than the probe costs. The text read from a page is bounded by ``READ_CHARS``.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 Value = str | list[str] | None
 Data = dict[str, str | list[str] | bool | None]
 
-# A page's work, in lexbor steps (a few ns each): what ``Compiled.work`` estimates.
-WORK: Final = 3 * 10**8
+# A page's work, in the steps ``Compiled.work`` counts (what that is in CPU time:
+# docs/extraction.md, "What a selector may cost").
+WORK: Final = 10**9
 # Characters read from one page's tree (texts and attribute values) by all its extractors, and
 # from one element's text before its whitespace is collapsed.
 READ_CHARS: Final = 16 * MAX_DATA_BYTES
@@ -58,6 +59,7 @@ DEPTH_PROBES: Final = (32, 64, 128, 256)
 WIDTH_PROBES: Final = (64, 256, 1024)
 _DEPTH_PROBES: Final = tuple((n, "* > " * n + "*") for n in DEPTH_PROBES)
 _WIDTH_PROBES: Final = tuple((n, "* + " * n + "*") for n in WIDTH_PROBES)
+_PROBE_ABOVE: Final = 10**6  # a worst case below this is charged as it is, without a probe
 _IMPLIED: Final = 8  # elements a parser adds without a "<" (html, head, body, tbody...)
 _MISSING: Final = object()
 _MARK: Final = b',"' + DATA_TRUNCATED.encode() + b'":true'
@@ -92,21 +94,26 @@ class _Bound:
         self.low = 0
         self.probes = probes
 
+    def next_size(self) -> int | None:
+        """The size of the probe that would narrow ``high`` next; None: none would."""
+        for size, _probe in self.probes:
+            if size > self.low:
+                return size if size < self.high else None
+        return None
+
     def narrow(self, page: _Page) -> bool:
-        """Lower ``high`` by the next probe the page's work affords; False if none is left."""
+        """Run the next probe if the page's work affords it; False if it did not run."""
         assert page.tree is not None
-        for size, probe in self.probes:
-            if size <= self.low:
-                continue
-            if size >= self.high or page.elements * size > page.work:
-                return False
-            page.work -= page.elements * size  # child or next-sibling combinators: linear
-            if page.tree.css_first(probe) is None:
-                self.high = size
-            else:
-                self.low = size
-            return True
-        return False
+        size = self.next_size()
+        if size is None or page.elements * size > page.work:
+            return False
+        page.work -= page.elements * size  # child or next-sibling combinators: linear
+        probe = dict(self.probes)[size]
+        if page.tree.css_first(probe) is None:
+            self.high = size
+        else:
+            self.low = size
+        return True
 
 
 class _Page:
@@ -135,20 +142,34 @@ class _Page:
             return empty
 
     def _afford(self, e: Compiled) -> bool:
-        """Whether the page's work budget affords ``e`` (probing its depth or width if that
-        helps), and if so charge it."""
-        while (cost := self._cost(e)) > self.work:
-            deep, wide = e.factors
-            if not ((deep and self.depth.narrow(self)) or (wide and self.width.narrow(self))):
-                log.info(
-                    "extractor %s not run on %s: the page is too large, deep or wide for its "
-                    "selector (docs/extraction.md)",
-                    e.name,
-                    self.url,
-                )
-                return False
+        """Whether the page's work budget affords ``e``, and if so charge it. The page's depth
+        or width is probed first when that may lower the charge by more than the probe costs."""
+        while (bound := self._worth_probing(e)) is not None and bound.narrow(self):
+            pass
+        cost = self._cost(e)
+        if cost > self.work:
+            log.info(
+                "extractor %s not run on %s: the page is too large, deep or wide for its "
+                "selector (docs/extraction.md)",
+                e.name,
+                self.url,
+            )
+            return False
         self.work -= cost
         return True
+
+    def _worth_probing(self, e: Compiled) -> _Bound | None:
+        """The measure to probe for ``e``: its worst case grows with it, is not negligible
+        (``_PROBE_ABOVE``) and is several times what the probe costs."""
+        cost = self._cost(e)
+        if cost <= _PROBE_ABOVE:
+            return None
+        deep, wide = e.factors
+        for grows, bound in ((deep, self.depth), (wide, self.width)):
+            size = bound.next_size() if grows else None
+            if size is not None and 4 * self.elements * size < cost:
+                return bound
+        return None
 
     def _cost(self, e: Compiled) -> int:
         return e.work(self.elements, self.depth.high, self.width.high, self.work)

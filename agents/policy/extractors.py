@@ -9,9 +9,9 @@ Reading pages with them is ``agents/content/extract.py``'s; docs/extraction.md i
 A compiled selector also knows its worst case (``Compiled.work``), because lexbor matches a
 selector right to left and backtracks: each descendant combinator or ``:has()`` multiplies its
 cost by up to the page's depth, each ``~`` combinator or ``:nth-*()`` by up to its width (the
-most element siblings), so that ``a div div div`` over 1,000 nested ``<div>`` (broken markup
-nests that deep) takes minutes. ``:lexbor-contains()``, whose cost grows with the page's text,
-is refused.
+most element siblings), so that a few descendant combinators over deeply nested markup (broken
+markup nests deep) take minutes (docs/extraction.md, "What a selector may cost").
+``:lexbor-contains()``, whose cost grows with the page's text, is refused.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import logging
 import msgspec
 import pytest
 
-from streamcrawl.agents.content.extract import READ_CHARS, WORK, Data, extract, nothing
+from streamcrawl.agents.content.extract import READ_CHARS, WORK, Data, _Page, extract, nothing
 from streamcrawl.agents.content.parse import HtmlTree, parse_tree
 from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.policy.extractors import (
@@ -265,9 +265,9 @@ def nested(depth: int, inner: str = "<span>x</span>") -> str:
         (nested(1_000), "t=div span", True),  # one: 1,000 x 1,000 steps
         # :nth-child counts the siblings before each element
         ("<ul>" + "<li>i" * 2_000, "t=li:nth-child(2)", True),
-        ("<ul>" + "<li>i" * 20_000, "t=li:nth-child(2)", False),
+        ("<ul>" + "<li>i" * 40_000, "t=li:nth-child(2)", False),
         ("<ul>" + "<li>i" * 20_000, "t=li:first-child", True),
-        ("<ul>" + "<li>i" * 20_000, "t=b ~ li", False),
+        ("<ul>" + "<li>i" * 40_000, "t=b ~ li", False),
         ("<ul><li>a</ul>" * 5_000, "t=li:nth-child(1)", True),  # probed: narrow lists
     ],
 )
@@ -335,3 +335,17 @@ def test_the_worker_refuses_a_spec_with_a_bad_extractor_in_one_line(
     (refused,) = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "'c1'" in refused.getMessage() and why in refused.getMessage()
     assert "\n" not in refused.getMessage()
+
+
+def test_a_page_is_probed_when_that_lowers_a_selectors_charge() -> None:
+    """50 tables of 30 rows: 32 deep at most, 64 wide at most. Unprobed, ``table
+    td:nth-child(2)``'s worst case would take most of the page's work (elements x 33 x
+    elements); probed, the charge is elements x 33 x 65, and the probes cost elements x 96."""
+    html = ("<table>" + "<tr><td>a<td>b" * 30 + "</table>") * 50
+    page = _Page(parse_tree(html), "")
+    nth = compile_extractor(Extractor(name="t", selector="table td:nth-child(2)"))
+    assert page._afford(nth)
+    assert (page.depth.high, page.width.high) == (32, 64)
+    assert WORK - page.work == page.elements * 33 * 65 + page.elements * (32 + 64)
+    small = _Page(parse_tree("<table><tr><td>a<td>b</table>"), "")
+    assert small._afford(nth) and small.depth.high == small.elements  # not worth a probe
