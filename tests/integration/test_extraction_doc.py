@@ -1,0 +1,91 @@
+"""docs/extraction.md's crawl of the local shop, run as the doc shows it: the site served from
+``examples/shop`` with Python's http.server, the crawl command with the doc's own flags, and
+each page's ``{url, data}`` against the lines the doc prints; then the doc's refused specs
+against the errors it prints."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.site import STREAMCRAWL, free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs/extraction.md").read_text()
+
+
+def doc_blocks() -> list[str]:
+    return re.findall(r"```(?:sh)?\n(.*?)```", DOC, re.S)
+
+
+def wait_listening(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_the_shop_crawl_of_the_doc(tmp_path: Path) -> None:
+    commands, printed = doc_blocks()[0], doc_blocks()[1]
+    server = re.search(r"python3 -m http.server 8000 (.*?) &\n", commands)
+    crawl = re.search(r"streamcrawl crawl (.*?)\n(?!\s)", commands.replace("\\\n", " "))
+    assert server is not None and crawl is not None, commands
+    assert "jq -c '{url, data}' out/pages.jsonl" in commands
+    port = free_port()
+    site = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), *shlex.split(server.group(1))],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_listening(port)
+        args = shlex.split(crawl.group(1).replace("8000", str(port)))
+        done = subprocess.run(
+            [STREAMCRAWL, "crawl", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        site.terminate()
+        site.wait(10)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("done: 3 pages ")
+    lines = (tmp_path / "out/pages.jsonl").read_text().splitlines()
+    got = [{"url": p["url"], "data": p["data"]} for p in map(json.loads, lines)]
+    want = [json.loads(line.replace("8000", str(port))) for line in printed.splitlines()]
+    assert got == want
+
+
+def test_the_refused_specs_of_the_doc(tmp_path: Path) -> None:
+    block = doc_blocks()[2]
+    runs = re.findall(r"^\$ streamcrawl (.*)\n(.*)$", block, re.M)
+    assert len(runs) == 2, block
+    for argv, error in runs:
+        done = subprocess.run(
+            [STREAMCRAWL, *shlex.split(argv), "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (2, error + "\n")
+    assert not (tmp_path / "out").exists()
