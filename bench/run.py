@@ -36,6 +36,7 @@ ALL = [
     "embedded",
     "embedded-warc",
     "embedded-requests",
+    "embedded-extract",
     "embedded-proxy",
     "wget",
     "kafka-1",

@@ -158,6 +158,23 @@ def run_streamcrawl_requests(ctx: RunContext) -> dict:
     return run_streamcrawl_embedded(ctx, extra=request_flags(ctx))
 
 
+# The extractors of the ``embedded-extract`` row (docs/extraction.md): five selectors that match
+# every page of the bench site (bench/site.py), first matches and a list, texts and attributes.
+EXTRACT_FLAGS = (
+    "--extract", "title=title",
+    "--extract", "heading=h1#top",
+    "--extract", "lang=html::attr(lang)",
+    "--extract", "first_section=p#sec1::text",
+    "--extract", "links=all:p > a::attr(href)",
+)  # fmt: skip
+
+
+def run_streamcrawl_extract(ctx: RunContext) -> dict:
+    """``embedded`` with five extractors: what extraction costs a page (target: at most 15 %
+    more CPU per page than ``embedded``)."""
+    return run_streamcrawl_embedded(ctx, extra=list(EXTRACT_FLAGS))
+
+
 def run_streamcrawl_proxy(ctx: RunContext) -> dict:
     """``embedded`` through Debian's tinyproxy (``--proxy``): the crawler's CPU, and the
     proxy's own CPU as a service (``service_cpu_s["proxy"]``), which users pay for too."""
@@ -253,6 +270,7 @@ RUNNERS = {
     "embedded": run_streamcrawl_embedded,
     "embedded-warc": lambda ctx: run_streamcrawl_embedded(ctx, warc=True),
     "embedded-requests": run_streamcrawl_requests,
+    "embedded-extract": run_streamcrawl_extract,
     "embedded-proxy": run_streamcrawl_proxy,
     "wget": run_wget,
     "kafka-1": lambda ctx: run_kafka_topology(ctx, workers=1),
@@ -265,6 +283,7 @@ LABELS = {
     "embedded": "streamcrawl crawl (embedded)",
     "embedded-warc": "streamcrawl crawl (embedded) --warc",
     "embedded-requests": "streamcrawl crawl (embedded) --header --cookies",
+    "embedded-extract": "streamcrawl crawl (embedded) --extract x5",
     "embedded-proxy": "streamcrawl crawl (embedded) --proxy (tinyproxy)",
     "wget": "GNU Wget -r --warc-file",
     "kafka-1": "streamcrawl Kafka topology, 1 worker",

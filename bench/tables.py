@@ -8,6 +8,7 @@ ORDER = [
     "embedded",
     "embedded-warc",
     "embedded-requests",
+    "embedded-extract",
     "embedded-proxy",
     "kafka-1",
     "kafka-1-rerun",
