@@ -31,7 +31,7 @@ from streamcrawl.agents.net.dispatch import Dispatcher, Ended
 from streamcrawl.agents.net.fetch import Resolver
 from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.net.network import Network
-from streamcrawl.agents.net.stages import Report
+from streamcrawl.agents.net.stages import Report, Stages
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.sinks.files import JsonlOutput
 from streamcrawl.schemas.records import (
@@ -88,7 +88,11 @@ class Summary:
 
 
 class EmbeddedCrawl:
-    """One crawl in one process; resumable from ``state_dir`` after any stop, even ``kill -9``."""
+    """One crawl in one process; resumable from ``state_dir`` after any stop, even ``kill -9``.
+
+    ``run`` crawls to the end; ``start``, ``step`` and ``close`` are its loop in the caller's
+    hands (``streamcrawl.crawl`` yields the pages each ``step`` committed).
+    """
 
     def __init__(
         self,
@@ -133,6 +137,10 @@ class EmbeddedCrawl:
         self.warc_dir = warc
         self.warc_max_size = warc_max_size
         self.warc: WarcFiles | None = None
+        self._stages: Stages | None = None
+        self._committed: list[Page] = []  # pages committed since the last ``step``
+        self._started = time.monotonic()
+        self._closed = False
 
     def _rules_for(self, crawl_id: str) -> CrawlRules | None:
         return self.rules if crawl_id == self.policy.crawl_id else None
@@ -187,6 +195,8 @@ class EmbeddedCrawl:
         ch.commit({OFFSETS_KEY: f"{pages_off},{urls_off}".encode()})
         for page, statuses in output:
             self._count(page, statuses)
+            if page is not None:
+                self._committed.append(page)
 
     def _count(self, page: Page | None, statuses: list[UrlStatus]) -> None:
         for status in statuses:
@@ -248,8 +258,19 @@ class EmbeddedCrawl:
 
     async def run(self, progress: ProgressHook | None = None) -> Summary:
         """Crawl until every queued URL has a terminal state, or until ``stop()``."""
+        try:
+            await self.start(progress)
+            while await self.step() is not None:
+                pass
+        finally:
+            await self.close()
+        return self.summary
+
+    async def start(self, progress: ProgressHook | None = None) -> None:
+        """Recover the WARC directory, index the queued origins, admit the seeds; then
+        ``step`` until it returns None, and ``close`` (also after an error or a cancel)."""
         self._progress = progress
-        started = time.monotonic()
+        self._started = time.monotonic()
         if self.warc_dir is not None:
             # Imported only for a crawl that archives (the WARC writer's modules load isal
             # and warcio).
@@ -268,27 +289,52 @@ class EmbeddedCrawl:
         seeds = await seed_addresses((*self.policy.seeds, *self.policy.sitemap_seeds))
         if seeds:
             log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
-        stages = self.core.stages(self._seen, allow=seeds)
+        self._stages = self.core.stages(self._seen, allow=seeds)
+
+    async def step(self) -> list[Page] | None:
+        """One turn of the loop: start what the scheduler lets start, sleep until a request
+        ends (or ``stop()``, or the next ready time), commit the reports of those that ended.
+
+        Returns the page records this turn committed, in commit order, each as written to
+        pages.jsonl and with its state already written ([] if none); None once the crawl is
+        complete (nothing queued, nothing in flight) or ``stop()`` was called.
+        """
+        assert self._stages is not None, "start() first"
+        if self._stopping.is_set():
+            return None
+        room = self._dispatcher.room()
+        for d in self.scheduler.take(time.time(), room) if room > 0 else []:
+            self._dispatcher.start(d, self._stages.run(d))
+        if not self._dispatcher and self.scheduler.next_ready_at() is None:
+            return None  # nothing queued, nothing in flight: the crawl is complete
+        await self._wait()
+        self._report_progress()
+        committed, self._committed = self._committed, []
+        return committed
+
+    async def close(self) -> Summary:
+        """Stop dispatching; give the requests in flight ``STOP_GRACE`` seconds, commit what
+        they fetched (their pages are in pages.jsonl, not returned by ``step``), close the
+        stages, the WARC file, the output files and the store. Safe to call again.
+
+        Called while its task is being cancelled (``run`` or ``step`` interrupted), it still
+        gives the grace: only a second cancel cuts it short. An abandoned request's URL is
+        still at its queue head: fetched on resume.
+        """
+        if self._closed:
+            return self.summary
+        self._closed = True
         try:
-            while not self._stopping.is_set():
-                room = self._dispatcher.room()
-                for d in self.scheduler.take(time.time(), room) if room > 0 else []:
-                    self._dispatcher.start(d, stages.run(d))
-                if not self._dispatcher and self.scheduler.next_ready_at() is None:
-                    break  # nothing queued, nothing in flight: the crawl is complete
-                await self._wait()
-                self._report_progress()
             if self._dispatcher:
                 self.summary.interrupted = True
-                in_flight = self._dispatcher.in_flight()
-                # An abandoned request's URL is still at its queue head: fetched on resume.
-                ended = await self._dispatcher.finish(in_flight, STOP_GRACE)
+                ended = await self._dispatcher.finish(self._dispatcher.in_flight(), STOP_GRACE)
                 self._finish([e for e in ended if not e.abandoned])
             elif self._stopping.is_set():
                 self.summary.interrupted = True
         finally:
-            await stages.close()
-            self.summary.elapsed = time.monotonic() - started
+            if self._stages is not None:
+                await self._stages.close()
+            self.summary.elapsed = time.monotonic() - self._started
             if self.warc is not None:
                 self.warc.close()
             self.sink.close()
@@ -305,9 +351,12 @@ class EmbeddedCrawl:
         self._finish(await self._dispatcher.wait(timeout))
 
     def _finish(self, ended: Sequence[Ended[Report]]) -> None:
-        # ``Stages.run`` never raises: a stage that failed is an ``internal`` retry outcome.
-        if ended:
-            self._apply([e.task.result() for e in ended])
+        # ``Stages.run`` never raises: a stage that failed is an ``internal`` retry outcome. A
+        # task cancelled from outside (the event loop shutting down) reports nothing: its URL
+        # is still at its queue head.
+        reports = [e.task.result() for e in ended if not e.task.cancelled()]
+        if reports:
+            self._apply(reports)
 
     def _report_progress(self) -> None:
         if self._progress is not None:
