@@ -1,5 +1,6 @@
 """``streamcrawl crawl``: an embedded crawl with the progress bar and the summary (``demo`` runs
-one too)."""
+one too). Its flags, and the crawl they make, are shared with ``streamcrawl.crawl``, which takes
+them as keyword arguments (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,17 +21,96 @@ from streamcrawl.schemas.records import CrawlPolicy
 
 if TYPE_CHECKING:
     from streamcrawl.agents.net.network import Network
+    from streamcrawl.topology.embedded.runner import EmbeddedCrawl
 from streamcrawl.topology.cli.options import (
     EXIT_INTERRUPTED,
     WARC_MAX_SIZE,
+    add_network_flags,
+    add_policy_flags,
+    byte_size,
     network_from_args,
     policy_from_args,
+    positive_int,
 )
 from streamcrawl.topology.worker.gc_thresholds import tune_gc
 
 
-def cmd_crawl(args: argparse.Namespace) -> int:
-    """Run ``crawl URL... [flags]``; 130 if interrupted (resumable), else 0."""
+def add_crawl_flags(crawl: argparse.ArgumentParser) -> None:
+    """The arguments of ``crawl`` that say what to crawl and how: the URLs, where the output
+    and the state go, the concurrency, the WARC archive, the process's network and the policy
+    flags. Not how the command reports (``--json``, ``--no-progress``): the command's own."""
+    crawl.add_argument("urls", nargs="*", metavar="URL")
+    crawl.add_argument(
+        "--out", type=Path, default=Path("out"), help="output directory (default ./out)"
+    )
+    crawl.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(".streamcrawl"),
+        help="RocksDB state, resumable (default ./.streamcrawl)",
+    )
+    crawl.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=64,
+        help="requests in flight, all origins (default 64)",
+    )
+    crawl.add_argument(
+        "--recrawl-now",
+        action="store_true",
+        help="resume a continuous crawl with every URL it fetched due at once",
+    )
+    crawl.add_argument(
+        "--warc",
+        type=Path,
+        metavar="DIR",
+        help="also archive every HTTP exchange in WARC/1.1 files (.warc.gz) in DIR",
+    )
+    crawl.add_argument(
+        "--warc-max-size",
+        type=byte_size,
+        default=WARC_MAX_SIZE,
+        metavar="SIZE",
+        help="start a new WARC file past SIZE (e.g. 500M; default 1G)",
+    )
+    add_network_flags(crawl)
+    add_policy_flags(crawl)
+
+
+@dataclass(frozen=True)
+class CrawlSetup:
+    """An embedded crawl checked and not yet opened: its policy, the process's network, and
+    where it writes."""
+
+    policy: CrawlPolicy
+    network: Network
+    out: Path
+    state_dir: Path
+    concurrency: int
+    warc: Path | None = None
+    warc_max_size: int = WARC_MAX_SIZE
+
+    def open(self) -> EmbeddedCrawl:
+        """The crawl with its store and output files open; ``StateError`` if another crawl
+        holds the store."""
+        from streamcrawl.agents.net.core import CrawlCore
+        from streamcrawl.topology.embedded.runner import EmbeddedCrawl
+
+        return EmbeddedCrawl(
+            self.policy,
+            out_dir=self.out,
+            state_dir=self.state_dir,
+            concurrency=self.concurrency,
+            core=CrawlCore(self.network),
+            warc=self.warc,
+            warc_max_size=self.warc_max_size,
+        )
+
+
+def crawl_setup(args: argparse.Namespace) -> CrawlSetup:
+    """The crawl ``args`` (``add_crawl_flags``'s) describe; ``InvalidURL`` or ``ConfigError``
+    (one line) for a bad seed, flag or network setting, or a credential the crawl names that
+    this process lacks. A crawl without ``--crawl-id`` gets a new id."""
     crawl_id = args.crawl_id or "crawl-" + uuid.uuid4().hex[:8]
     policy = policy_from_args(args, args.urls, crawl_id)
     if args.recrawl_now:
@@ -38,22 +119,36 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         policy = msgspec.structs.replace(policy, recrawl_at=time.time())
     if args.warc is not None:
         policy = msgspec.structs.replace(policy, warc=True)
-    # A crawl process, as a worker is: the same garbage collector thresholds (the measurement
-    # for this command: docs/performance.md, "The garbage collector").
     network = network_from_args(args, limit=args.concurrency)
     # A crawl that names a credential this process lacks: one line, nothing crawled.
     network.credentials.require(a.credential for a in policy.auth)
-    tune_gc()
-    summary = run_embedded(
+    return CrawlSetup(
         policy,
+        network,
         out=args.out,
         state_dir=args.state_dir,
         concurrency=args.concurrency,
-        progress=not args.no_progress and sys.stderr.isatty(),
-        as_json=args.json,
-        network=network,
         warc=args.warc,
         warc_max_size=args.warc_max_size,
+    )
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    """Run ``crawl URL... [flags]``; 130 if interrupted (resumable), else 0."""
+    setup = crawl_setup(args)
+    # A crawl process, as a worker is: the same garbage collector thresholds (the measurement
+    # for this command: docs/performance.md, "The garbage collector").
+    tune_gc()
+    summary = run_embedded(
+        setup.policy,
+        out=setup.out,
+        state_dir=setup.state_dir,
+        concurrency=setup.concurrency,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        as_json=args.json,
+        network=setup.network,
+        warc=setup.warc,
+        warc_max_size=setup.warc_max_size,
     )
     return EXIT_INTERRUPTED if summary["interrupted"] else 0
 
@@ -76,23 +171,15 @@ def run_embedded(
     public addresses only). ``warc``: the directory of the crawl's WARC files (``policy.warc``
     must be set).
     """
-    from streamcrawl.agents.net.core import CrawlCore
     from streamcrawl.agents.net.network import Network
     from streamcrawl.topology.cli.progress import ProgressBar, print_summary
-    from streamcrawl.topology.embedded.runner import EmbeddedCrawl, install_signal_handlers
+    from streamcrawl.topology.embedded.runner import install_signal_handlers
 
-    core = CrawlCore(network if network is not None else Network(limit=concurrency))
+    network = network if network is not None else Network(limit=concurrency)
+    setup = CrawlSetup(policy, network, out, state_dir, concurrency, warc, warc_max_size)
 
     async def go() -> dict[str, object]:
-        crawl = EmbeddedCrawl(
-            policy,
-            out_dir=out,
-            state_dir=state_dir,
-            concurrency=concurrency,
-            core=core,
-            warc=warc,
-            warc_max_size=warc_max_size,
-        )
+        crawl = setup.open()
         install_signal_handlers(crawl)
         with ProgressBar(enabled=progress) as bar:
             summary = await crawl.run(bar.update)

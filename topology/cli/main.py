@@ -11,16 +11,8 @@ from typing import Any
 
 from streamcrawl.agents.errors import ConfigError, CrawlError, InvalidURL
 from streamcrawl.topology.cli import kafka_args as commands
-from streamcrawl.topology.cli.options import (
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
-    WARC_MAX_SIZE,
-    OneLineParser,
-    add_network_flags,
-    add_policy_flags,
-    byte_size,
-    positive_int,
-)
+from streamcrawl.topology.cli.crawl import add_crawl_flags, cmd_crawl
+from streamcrawl.topology.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,48 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _crawl_command(sub: Any) -> None:
     """``crawl URL...``: a crawl in this process, its output files and policy flags."""
     crawl = sub.add_parser("crawl", help="crawl in this process (no Kafka, no Cassandra)")
-    crawl.add_argument("urls", nargs="*", metavar="URL")
-    crawl.add_argument(
-        "--out", type=Path, default=Path("out"), help="output directory (default ./out)"
-    )
-    crawl.add_argument(
-        "--state-dir",
-        type=Path,
-        default=Path(".streamcrawl"),
-        help="RocksDB state, resumable (default ./.streamcrawl)",
-    )
-    crawl.add_argument(
-        "--concurrency",
-        type=positive_int,
-        default=64,
-        help="requests in flight, all origins (default 64)",
-    )
+    add_crawl_flags(crawl)
     crawl.add_argument(
         "--json", action="store_true", help="print the final summary as one JSON object"
     )
     crawl.add_argument(
         "--no-progress", action="store_true", help="no progress bar even on a terminal"
     )
-    crawl.add_argument(
-        "--recrawl-now",
-        action="store_true",
-        help="resume a continuous crawl with every URL it fetched due at once",
-    )
-    crawl.add_argument(
-        "--warc",
-        type=Path,
-        metavar="DIR",
-        help="also archive every HTTP exchange in WARC/1.1 files (.warc.gz) in DIR",
-    )
-    crawl.add_argument(
-        "--warc-max-size",
-        type=byte_size,
-        default=WARC_MAX_SIZE,
-        metavar="SIZE",
-        help="start a new WARC file past SIZE (e.g. 500M; default 1G)",
-    )
-    add_network_flags(crawl)
-    add_policy_flags(crawl)
 
 
 def _demo_command(sub: Any) -> None:
@@ -104,8 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         if args.command == "crawl":
-            from streamcrawl.topology.cli.crawl import cmd_crawl
-
             return cmd_crawl(args)
         if args.command == "demo":
             from streamcrawl.topology.cli.demo import run_demo
