@@ -33,9 +33,11 @@ cd "$ROOT"
 # Lint and types first: seconds, and no services needed.
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
-# mypy reads files, not the installed package: link the folders under their import names.
+# mypy reads files, not the installed package: link the folders under their import names, and
+# the streamcrawl package's own module (pyproject.toml's package-dir).
 mkdir -p build/mypy/streamcrawl
 for package in agents topology schemas; do ln -sfn "../../../$package" "build/mypy/streamcrawl/$package"; done
+ln -sfn ../../../topology/api/__init__.py build/mypy/streamcrawl/__init__.py
 "$PYTHON" -m mypy
 
 if ((unit)); then

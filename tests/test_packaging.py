@@ -3,6 +3,8 @@
 The folders stay at the repository's top level (``agents/``, ``topology/``, ``schemas/``) and are
 installed as ``streamcrawl.agents``, ``streamcrawl.topology`` and ``streamcrawl.schemas``, so
 installing streamcrawl next to another distribution that owns ``agents`` breaks neither.
+``topology/api/`` is the ``streamcrawl`` package itself (``streamcrawl.crawl``, docs/api.md), in
+the wheel and in an editable install alike, and never ``streamcrawl.topology.api``.
 
 The wheel without extras (``pip install streamcrawl``) crawls, and its Kafka commands name the
 extra to install: installed offline into a fresh venv from wheels of this environment's own
@@ -15,6 +17,7 @@ import email.parser
 import json
 import subprocess
 import sys
+import sysconfig
 import venv
 import zipfile
 from collections.abc import Iterable
@@ -49,6 +52,8 @@ def test_wheel_installs_only_the_streamcrawl_namespace(tmp_path: Path) -> None:
     top_level = {name.split("/")[0] for name in names if ".dist-info/" not in name}
     assert top_level == {"streamcrawl"}
     for packaged in (
+        "streamcrawl/__init__.py",
+        "streamcrawl/py.typed",
         "streamcrawl/agents/frontier/frontier.py",
         "streamcrawl/topology/cli/main.py",
         "streamcrawl/schemas/cassandra.cql",
@@ -61,12 +66,15 @@ def test_wheel_installs_only_the_streamcrawl_namespace(tmp_path: Path) -> None:
         "streamcrawl = streamcrawl.topology.cli.main:main"
         in zipfile.ZipFile(wheel).read(entry_points).decode()
     )
+    assert [name for name in names if name.startswith("streamcrawl/topology/api/")] == []
 
     env = tmp_path / "venv"
     venv.create(env, with_pip=False)
     python = env / "bin" / "python"
+    # ``import streamcrawl`` loads the records: msgspec, and nothing else of the dependencies.
+    msgspec = repack(metadata.distribution("msgspec"), tmp_path)
     subprocess.run(
-        [*PIP, "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        [*PIP, "--python", str(python), "install", "-q", "--no-deps", str(wheel), str(msgspec)],
         check=True,
     )
     # Run from an empty folder: the repository's own folders must not be on sys.path.
@@ -78,12 +86,65 @@ def test_wheel_installs_only_the_streamcrawl_namespace(tmp_path: Path) -> None:
     assert bare.returncode != 0
     assert "No module named 'agents'" in bare.stderr
     namespaced = subprocess.run(
-        [str(python), "-c", "import streamcrawl.agents, streamcrawl.schemas, streamcrawl.topology"],
+        [str(python), "-c", IMPORTS],
         cwd=run,
         capture_output=True,
         text=True,
     )
     assert namespaced.returncode == 0, namespaced.stderr
+    site = namespaced.stdout.split()[0].removesuffix("/streamcrawl/__init__.py")
+    assert namespaced.stdout.split() == [
+        f"{site}/streamcrawl/__init__.py",
+        f"{site}/streamcrawl/agents/__init__.py",
+        f"{site}/streamcrawl/topology/__init__.py",
+        "crawl",
+        "False",
+    ]
+
+
+# Where the packages are imported from; the API's function; whether the api folder is also
+# importable under its path's name.
+IMPORTS = """
+import importlib.util
+import streamcrawl, streamcrawl.agents, streamcrawl.schemas, streamcrawl.topology
+print(streamcrawl.__file__, streamcrawl.agents.__file__, streamcrawl.topology.__file__)
+print(streamcrawl.crawl.__name__)
+print(importlib.util.find_spec("streamcrawl.topology.api") is not None)
+"""
+
+
+@pytest.mark.slow
+def test_an_editable_install_maps_the_same_packages(tmp_path: Path) -> None:
+    """``pip install -e .`` (the development set-up, docs/development.md) maps ``streamcrawl``
+    to ``topology/api/`` and each subpackage to its folder, as the wheel installs them."""
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    # The build backend (setuptools, under --no-build-isolation) and the dependencies: this
+    # environment's, as a path; its own editable finder is not loaded from there.
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "outer.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run(
+        [*PIP, "--python", str(python), "install", "-q", "--no-deps", "--no-build-isolation",
+         "-e", str(ROOT)],
+        check=True, cwd=tmp_path,
+    )  # fmt: skip
+    run = tmp_path / "cwd"
+    run.mkdir()
+    found = subprocess.run(
+        [str(python), "-c", IMPORTS], cwd=run, capture_output=True, text=True, check=False
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == [
+        str(ROOT / "topology/api/__init__.py"),
+        str(ROOT / "agents/__init__.py"),
+        str(ROOT / "topology/__init__.py"),
+        "crawl",
+        "True",  # the folder is on disk under topology/: nothing imports it by that name
+    ]
 
 
 # --- the base install ---------------------------------------------------------------------------
@@ -132,6 +193,19 @@ def repack(dist: metadata.Distribution, out: Path) -> Path:
     return wheel
 
 
+# streamcrawl.crawl on the base install: the titles of the pages of the site at argv[1].
+API_CRAWL = """
+import asyncio, sys
+import streamcrawl
+
+async def main() -> None:
+    async for page in streamcrawl.crawl(sys.argv[1], delay=0, crawl_id="api", out="api-out"):
+        print(page.title)
+
+asyncio.run(main())
+"""
+
+
 @pytest.mark.slow
 def test_the_base_install_crawls_and_names_the_kafka_extra(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
@@ -164,7 +238,13 @@ def test_the_base_install_crawls_and_names_the_kafka_extra(tmp_path: Path) -> No
     site = {"/": html('<title>home</title><a href="/a">a</a>'), "/a": html("<title>a</title>")}
     with RecordingServer(site) as srv:
         crawl = streamcrawl("crawl", srv.url("/"), "--delay", "0", "--json", "--warc", "warcs")
+        api = subprocess.run(
+            [str(python), "-c", API_CRAWL, srv.url("/")],
+            cwd=run, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
     assert crawl.returncode == 0, crawl.stderr
+    assert api.returncode == 0, api.stderr
+    assert sorted(api.stdout.splitlines()) == ["a", "home"]
     assert json.loads(crawl.stdout)["states"] == {"fetched": 2}
     assert len((run / "out" / "pages.jsonl").read_text().splitlines()) == 2
     index = streamcrawl("warc", "index", "warcs")

@@ -10,6 +10,7 @@ cassandra-driver) is imported only there. docs/architecture.md describes the lay
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 from streamcrawl.topology.cli.kafka_args import KAFKA_EXTRA
@@ -17,17 +18,34 @@ from streamcrawl.topology.cli.kafka_args import KAFKA_EXTRA
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agents", "topology", "schemas")
 WIRING = "streamcrawl.topology"
+API = "streamcrawl"
+
+
+def package_dirs() -> dict[Path, str]:
+    """Folder -> the package it installs as, from pyproject.toml's package-dir (``topology/api``
+    is ``streamcrawl`` itself)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    mapping = pyproject["tool"]["setuptools"]["package-dir"]
+    return {Path(folder): package for package, folder in mapping.items()}
+
+
+def module_name(relative: Path, dirs: dict[Path, str]) -> str:
+    """The import name of the source file ``relative`` (to the repository), under the deepest
+    folder of ``dirs`` that holds it."""
+    folder = max((d for d in dirs if relative.is_relative_to(d)), key=lambda d: len(d.parts))
+    parts = relative.relative_to(folder).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join((dirs[folder], *parts))
 
 
 def modules() -> dict[str, Path]:
     """``streamcrawl.<package>.<module>`` -> source file, for every module of the packages."""
+    dirs = package_dirs()
     found = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            found[".".join(("streamcrawl", *parts))] = path
+            found[module_name(path.relative_to(ROOT), dirs)] = path
     return found
 
 
@@ -90,6 +108,15 @@ def test_the_graph_is_read() -> None:
     assert "streamcrawl.topology.cli.options" in edges["streamcrawl.topology.cli.main"]
     assert "streamcrawl.topology.cli.kafka_commands" in edges["streamcrawl.topology.cli.kafka_args"]
     assert "streamcrawl.schemas.records" in edges["streamcrawl.agents.frontier.frontier"]
+    assert "streamcrawl.topology.cli.crawl" in edges[API]
+
+
+def test_modules_are_named_as_installed() -> None:
+    dirs = package_dirs()
+    assert module_name(Path("topology/api/__init__.py"), dirs) == "streamcrawl"
+    assert module_name(Path("topology/cli/main.py"), dirs) == "streamcrawl.topology.cli.main"
+    assert module_name(Path("agents/net/__init__.py"), dirs) == "streamcrawl.agents.net"
+    assert "streamcrawl.topology.api" not in modules()
 
 
 def test_no_import_cycle() -> None:
@@ -105,19 +132,26 @@ def test_stages_and_records_never_import_the_wiring() -> None:
     upward = sorted(
         f"{name} -> {target}"
         for name, targets in graph().items()
-        if not name.startswith(WIRING)
+        if not name.startswith(WIRING) and name != API
         for target in targets
         if target.startswith(WIRING)
     )
     assert upward == []
 
 
+def test_nothing_imports_the_api() -> None:
+    """``streamcrawl`` is the top: every module is imported after it (its parent package), so
+    it may not import anything that imports it back."""
+    assert sorted(name for name, targets in graph().items() if API in targets) == []
+
+
 # --- layers ------------------------------------------------------------------------------------
 
 # Module name prefix -> layer; the longest prefix wins. The package roots themselves (only their
-# ``__init__``, not what is below them) are part of ``core``.
-ROOTS = {"streamcrawl.agents", "streamcrawl.topology"}
+# ``__init__``, not what is below them) are part of ``core``; ``streamcrawl``'s own is the API.
+ROOTS = {API, "streamcrawl.agents", "streamcrawl.topology"}
 LAYERS = {
+    API: "api",
     "streamcrawl.agents": "core",
     "streamcrawl.agents.errors": "core",
     "streamcrawl.agents.tls": "core",
@@ -164,6 +198,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "embedded": _STAGES | {"settings", "warc"},
     "archive": _BASE | {"sinks", "warc", "settings", "admin"},
     "cli": _STAGES | {"cassandra", "warc", "settings", "admin", "worker", "embedded", "archive"},
+    # ``crawl``: the crawl command's options and the embedded runner; ``pages``: the Kafka
+    # reader, imported once the kafka extra is found (``KAFKA_DOOR``).
+    "api": _BASE | {"cli", "embedded", "settings", "admin"},
 }
 
 # Third-party package -> the layers (or single modules) that may import it.
@@ -278,12 +315,12 @@ KAFKA_ONLY = {*KAFKA_EXTRA, "mode", "pydantic"}
 
 
 def with_parents(edges: dict[str, set[str]]) -> dict[str, set[str]]:
-    """``edges`` plus an edge from each module to its parent package (importing ``a.b.c`` runs
-    ``a/b/__init__.py`` first), when the parent is one of the modules."""
+    """``edges`` plus an edge from each module to its parent packages (importing ``a.b.c`` runs
+    ``a/__init__.py`` and ``a/b/__init__.py`` first), those that are among the modules."""
     out = {}
     for name, targets in edges.items():
         parts = name.split(".")
-        parents = {".".join(parts[:i]) for i in range(2, len(parts))} & set(edges)
+        parents = {".".join(parts[:i]) for i in range(1, len(parts))} & set(edges)
         out[name] = targets | parents
     return out
 
@@ -325,6 +362,7 @@ def test_the_base_install_imports_nothing_of_the_kafka_extra() -> None:
 def test_the_base_install_reaches_the_embedded_crawl_and_stops_at_the_door() -> None:
     reached = import_paths(with_parents(graph()), BASE_ENTRY, KAFKA_DOOR)
     for module in (
+        API,  # every module's parent package: ``streamcrawl.crawl`` runs on the base install
         "streamcrawl.topology.cli.crawl",
         "streamcrawl.topology.cli.demo",
         "streamcrawl.topology.cli.warc_index",

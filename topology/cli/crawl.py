@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
@@ -75,6 +77,67 @@ def add_crawl_flags(crawl: argparse.ArgumentParser) -> None:
     )
     add_network_flags(crawl)
     add_policy_flags(crawl)
+
+
+# What argparse names in its errors ("argument --max-pages: ..."), said as the keyword.
+_FLAG = re.compile(r"argument --([a-z][a-z-]*)")
+
+
+class _KeywordParser(argparse.ArgumentParser):
+    """The crawl command's flags as ``crawl_args`` parses them: an error is a ``ConfigError``
+    that names the keyword, not a usage line and an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(_FLAG.sub(lambda m: m.group(1).replace("-", "_"), message))
+
+
+def crawl_args(urls: Sequence[str], options: Mapping[str, object]) -> argparse.Namespace:
+    """``crawl``'s arguments from keyword arguments (``streamcrawl.crawl``'s): each is a flag
+    of ``add_crawl_flags`` with underscores for dashes. ``name=value`` is ``--name value``,
+    ``name=True`` the switch ``--name`` (``False``: off), a list or tuple the flag once per
+    item, an item that is a pair the two values of a two-value flag
+    (``header_for=[(origin, "X-A: 1")]``); ``None`` leaves the default. Every value goes
+    through the command's own checks.
+
+    Raises ``TypeError`` for a keyword that is no such flag (``--json`` and ``--no-progress``
+    are how the command reports, not options) or a value of the wrong shape, ``ConfigError``
+    naming the keyword for a value the flag refuses.
+    """
+    parser = _KeywordParser(prog="streamcrawl.crawl", add_help=False)
+    add_crawl_flags(parser)
+    defaults = vars(parser.parse_args([]))
+    argv: list[str] = []
+    for name, value in options.items():
+        if name not in defaults or name == "urls":
+            raise TypeError(f"crawl() got an unexpected keyword argument {name!r}")
+        argv += _flag_words("--" + name.replace("_", "-"), defaults[name], value)
+    args = parser.parse_args(argv)
+    if args.urls:  # a word no flag took: a pair given to a flag of one value
+        raise TypeError(f"a pair is for a flag of two values, not {args.urls[0]!r}")
+    args.urls = list(urls)
+    return args
+
+
+def _flag_words(flag: str, default: object, value: object) -> list[str]:
+    """The command-line words of ``flag`` given ``value``, by the kind its default shows: a
+    switch (``False``), a repeatable flag (a list), or a flag with one value."""
+    name = flag[2:].replace("-", "_")
+    if value is None:
+        return []
+    if default is False:
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} is a switch: True or False, not {value!r}")
+        return [flag] if value else []
+    if isinstance(default, list):
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"{name} takes a list (the flag repeats), not {value!r}")
+        words = []
+        for item in value:  # "--flag=item": an item may begin with a dash (a pattern)
+            words += (
+                [flag, *map(str, item)] if isinstance(item, list | tuple) else [f"{flag}={item}"]
+            )
+        return words
+    return [f"{flag}={value}"]
 
 
 @dataclass(frozen=True)
