@@ -23,8 +23,7 @@ import msgspec
 
 from streamcrawl.agents.errors import ConfigError, CrawlError
 from streamcrawl.agents.sinks.contract import CrawlStats
-from streamcrawl.schemas.codec import BadMessage, decode
-from streamcrawl.schemas.records import CrawlRunState
+from streamcrawl.schemas.records import CrawlRunState, Page
 from streamcrawl.topology.admin import generation
 from streamcrawl.topology.admin import status as kafka_status
 from streamcrawl.topology.admin import topics as admin
@@ -194,55 +193,45 @@ def _revisit_line(r: dict[str, Any]) -> str:
 # --- pages -----------------------------------------------------------------------------------
 
 
-class _CrawlOf(msgspec.Struct):
-    crawl_id: str
-    change: str | None = None
-
-
 def cmd_pages(args: argparse.Namespace) -> int:
-    """``pages [--crawl-id ID] [--follow] [--from-beginning]``: the page stream as JSON lines.
+    """``pages [--crawl-id ID] [--follow] [--from-beginning] [--changes]``: the page stream as
+    JSON lines.
 
     One line per page: the value as published, minus ``"body": null`` (a body is printed only
     when the page has one). Starts at the oldest page with ``--from-beginning``, else at the
     end. Stops once caught up with the end of every partition, unless ``--follow``. Uses a
-    throwaway consumer group and never commits, so it cannot disturb the workers.
+    throwaway consumer group and never commits, so it cannot disturb the workers
+    (``topology/admin/pages.py``).
     """
-    settings = _settings(args)
-    messages = admin.read_messages(
-        settings, "pages", group="pages", from_beginning=args.from_beginning, follow=args.follow
+    from streamcrawl.topology.admin.pages import read_pages
+
+    pages = read_pages(
+        _settings(args),
+        args.crawl_id,
+        from_beginning=args.from_beginning,
+        follow=args.follow,
+        changes=getattr(args, "changes", False),
+        skipped=_skipped,
     )
-    changes = getattr(args, "changes", False)
     try:
-        for msg in messages:
-            line = _page_line(msg.value(), args.crawl_id, msg.offset(), changes=changes)
-            if line is not None:
-                sys.stdout.write(line + "\n")
-                if args.follow:
-                    sys.stdout.flush()
+        for page, value in pages:
+            sys.stdout.write(_page_line(page, value) + "\n")
+            if args.follow:
+                sys.stdout.flush()
     except BrokenPipeError:  # `streamcrawl pages | head`
         sys.stderr.close()
     finally:
-        messages.close()
+        pages.close()
     return 0
 
 
-def _page_line(
-    value: bytes | None, crawl_id: str | None, offset: int | None, *, changes: bool = False
-) -> str | None:
-    """The JSON line to print for one pages value, or None to skip it (another crawl's;
-    with ``changes``, a revisit that found the page ``unchanged``)."""
-    if value is None:
-        return None
-    try:
-        head = msgspec.json.decode(value, type=_CrawlOf)
-        if crawl_id is not None and head.crawl_id != crawl_id:
-            return None
-        if changes and head.change == "unchanged":
-            return None
-        page = decode("pages", value)
-    except (BadMessage, msgspec.DecodeError) as exc:
-        print(f"streamcrawl: skipping pages message at offset {offset}: {exc}", file=sys.stderr)
-        return None
+def _skipped(offset: int | None, exc: Exception) -> None:
+    print(f"streamcrawl: skipping pages message at offset {offset}: {exc}", file=sys.stderr)
+
+
+def _page_line(page: Page, value: bytes) -> str:
+    """The JSON line printed for a page: its value as published if it has a body, else its
+    fields without ``body``."""
     if page.body is not None:
         return bytes(value).decode("utf-8")
     fields = msgspec.structs.asdict(page)
