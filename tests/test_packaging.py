@@ -251,6 +251,15 @@ def test_the_base_install_crawls_and_names_the_kafka_extra(tmp_path: Path) -> No
     assert index.returncode == 0, index.stderr
     assert sum('"status": "200"' in line for line in index.stdout.splitlines()) == 2
 
+    pages = subprocess.run(
+        [str(python), "-c", "import streamcrawl; streamcrawl.pages()"],
+        cwd=run, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert pages.stderr.splitlines()[-1] == (
+        "streamcrawl.agents.errors.ConfigError: streamcrawl.pages needs the kafka extra "
+        "(faust is not installed): pip install 'streamcrawl[kafka]'"
+    )
+
     worker = streamcrawl("worker")
     assert worker.returncode == 2
     assert worker.stderr == (

@@ -302,13 +302,18 @@ def test_every_layer_has_its_rules() -> None:
 
 # --- the base install --------------------------------------------------------------------------
 
-# ``pip install streamcrawl`` without extras runs ``crawl``, ``demo``, ``warc index`` and
-# ``--help``: the modules they load may not import what only the kafka extra installs
-# (pyproject.toml). They are every module ``topology.cli.main`` reaches, deferred imports and
-# parent packages included, except through the one door ``kafka_args.run`` opens only once it has
-# found the kafka extra installed. tests/test_packaging.py runs the base install for real.
+# ``pip install streamcrawl`` without extras runs ``crawl``, ``demo``, ``warc index``,
+# ``--help`` and ``streamcrawl.crawl``: the modules they load may not import what only the kafka
+# extra installs (pyproject.toml). They are every module ``topology.cli.main`` reaches, deferred
+# imports and parent packages (``streamcrawl`` itself among them) included, except through the
+# doors that ``kafka_args.run`` and ``streamcrawl.pages`` open only once they have found the kafka
+# extra installed. tests/test_packaging.py runs the base install for real.
 BASE_ENTRY = "streamcrawl.topology.cli.main"
-KAFKA_DOOR = {("streamcrawl.topology.cli.kafka_args", "streamcrawl.topology.cli.kafka_commands")}
+KAFKA_DOOR = {
+    ("streamcrawl.topology.cli.kafka_args", "streamcrawl.topology.cli.kafka_commands"),
+    (API, "streamcrawl.topology.admin.pages"),
+    (API, "streamcrawl.topology.settings"),
+}
 # The import names of the kafka extra's distributions: those ``kafka_args`` checks for, and what
 # faust-streaming and pydantic-settings bring (``mode``, ``pydantic``).
 KAFKA_ONLY = {*KAFKA_EXTRA, "mode", "pydantic"}
@@ -371,6 +376,7 @@ def test_the_base_install_reaches_the_embedded_crawl_and_stops_at_the_door() -> 
     ):
         assert module in reached
     assert "streamcrawl.topology.cli.kafka_commands" not in reached
+    assert "streamcrawl.topology.admin.pages" not in reached
     assert "streamcrawl.topology.worker.app" not in reached
 
 

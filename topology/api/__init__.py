@@ -9,7 +9,9 @@ crawl's modules load at the first ``crawl``, the Kafka client (the kafka extra) 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Generator
 from typing import TYPE_CHECKING, Any
 
 from streamcrawl.agents.errors import ConfigError, CrawlError, InvalidURL, StateError
@@ -18,11 +20,14 @@ from streamcrawl.schemas.records import Page
 if TYPE_CHECKING:
     from streamcrawl.topology.cli.crawl import CrawlSetup
     from streamcrawl.topology.embedded.runner import EmbeddedCrawl
+    from streamcrawl.topology.settings import Settings
 
-__all__ = ["ConfigError", "CrawlError", "InvalidURL", "Page", "StateError", "crawl"]
+__all__ = ["ConfigError", "CrawlError", "InvalidURL", "Page", "StateError", "crawl", "pages"]
+
+log = logging.getLogger(__name__)
 
 
-def crawl(*urls: str, **options: Any) -> AsyncIterator[Page]:
+def crawl(*urls: str, **options: Any) -> AsyncGenerator[Page, None]:
     """Crawl ``urls`` in this process, as ``streamcrawl crawl`` does, and yield each page record
     once its state is committed (the record ``pages.jsonl`` gets, in the same order).
 
@@ -46,7 +51,7 @@ def crawl(*urls: str, **options: Any) -> AsyncIterator[Page]:
     return _crawl(crawl_setup(crawl_args(urls, options)))
 
 
-async def _crawl(setup: CrawlSetup) -> AsyncIterator[Page]:
+async def _crawl(setup: CrawlSetup) -> AsyncGenerator[Page, None]:
     embedded = await _open(setup)
     try:
         await embedded.start()
@@ -74,3 +79,65 @@ async def _open(setup: CrawlSetup) -> EmbeddedCrawl:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.05)
+
+
+def pages(
+    crawl_id: str | None = None,
+    *,
+    from_beginning: bool = False,
+    follow: bool = False,
+    changes: bool = False,
+    **settings: Any,
+) -> Generator[Page, None, None]:
+    """The page records of the Kafka wiring's ``pages`` topic, as ``streamcrawl pages`` reads
+    them, each decoded into the current ``Page`` whatever schema version its producer wrote.
+
+    ``crawl_id``: that crawl's pages only. From the oldest page with ``from_beginning``, else
+    from the end; up to the end of each partition as it was at the first ``next()``, or for
+    good with ``follow``. ``changes``: without the revisits that found their page unchanged.
+    ``settings``: the ``kafka_*`` settings and ``topic_prefix`` (``kafka_bootstrap="host:9092"``),
+    else ``STREAMCRAWL_*`` from the environment (docs/operations.md). A synchronous iterator
+    (confluent-kafka): its consumer never commits and closes with it. A value that does not
+    decode is logged and left out.
+
+    Needs the kafka extra: ``ConfigError`` naming it otherwise. ``TypeError`` for a keyword that
+    is no such setting, ``ConfigError`` for a bad value; ``CrawlError`` at the first ``next()``
+    if Kafka is unreachable or the topic does not exist.
+    """
+    from streamcrawl.topology.cli.kafka_args import INSTALL_KAFKA_EXTRA, missing_kafka_extra
+
+    missing = missing_kafka_extra()
+    if missing is not None:
+        raise ConfigError(
+            f"streamcrawl.pages needs the kafka extra ({missing} is not installed): "
+            + INSTALL_KAFKA_EXTRA
+        )
+    from streamcrawl.topology.settings import Settings, load_settings
+
+    known = {name for name in Settings.model_fields if name.startswith("kafka_")}
+    unknown = sorted(set(settings) - known - {"topic_prefix"})
+    if unknown:
+        raise TypeError(f"pages() got an unexpected keyword argument {unknown[0]!r}")
+    return _pages(load_settings(**settings), crawl_id, from_beginning, follow, changes)
+
+
+def _pages(
+    settings: Settings, crawl_id: str | None, from_beginning: bool, follow: bool, changes: bool
+) -> Generator[Page, None, None]:
+    from streamcrawl.topology.admin.pages import read_pages
+
+    records = read_pages(
+        settings,
+        crawl_id,
+        from_beginning=from_beginning,
+        follow=follow,
+        changes=changes,
+        skipped=_skipped,
+    )
+    with contextlib.closing(records):
+        for page, _ in records:
+            yield page
+
+
+def _skipped(offset: int | None, exc: Exception) -> None:
+    log.warning("skipping the pages message at offset %s: %s", offset, exc)
