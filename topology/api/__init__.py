@@ -96,9 +96,9 @@ def pages(
     from the end; up to the end of each partition as it was at the first ``next()``, or for
     good with ``follow``. ``changes``: without the revisits that found their page unchanged.
     ``settings``: the ``kafka_*`` settings and ``topic_prefix`` (``kafka_bootstrap="host:9092"``),
-    else ``STREAMCRAWL_*`` from the environment (docs/operations.md). A synchronous iterator
-    (confluent-kafka): its consumer never commits and closes with it. A value that does not
-    decode is logged and left out.
+    else ``STREAMCRAWL_*`` from the environment (docs/cli.md, "Settings"). A synchronous
+    generator (confluent-kafka): its consumer never commits and closes with it. A value that
+    does not decode is logged and left out.
 
     Needs the kafka extra: ``ConfigError`` naming it otherwise. ``TypeError`` for a keyword that
     is no such setting, ``ConfigError`` for a bad value; ``CrawlError`` at the first ``next()``
