@@ -73,3 +73,15 @@ async def test_a_cancelled_run_gives_requests_in_flight_their_grace(tmp_path: Pa
     ]
     assert crawl.summary.interrupted
     RocksStore(tmp_path / "state/t").close()  # the store was closed: it opens again
+
+
+async def test_a_crawl_closed_before_its_end_is_interrupted(tmp_path: Path) -> None:
+    async with RecordingServer(site(3)) as srv:
+        crawl = embedded(tmp_path, srv.url("/"))
+        await crawl.start()
+        while not (committed := await crawl.step()):
+            assert committed is not None
+        summary = await crawl.close()  # one request at a time: none in flight between steps
+    assert [p.url for p in committed] == [srv.url("/")]
+    assert summary.interrupted
+    assert await crawl.step() is None  # closed: nothing more starts

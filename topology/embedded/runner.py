@@ -140,6 +140,7 @@ class EmbeddedCrawl:
         self._stages: Stages | None = None
         self._committed: list[Page] = []  # pages committed since the last ``step``
         self._started = time.monotonic()
+        self._complete = False  # every URL has its terminal state
         self._closed = False
 
     def _rules_for(self, crawl_id: str) -> CrawlRules | None:
@@ -306,7 +307,8 @@ class EmbeddedCrawl:
         for d in self.scheduler.take(time.time(), room) if room > 0 else []:
             self._dispatcher.start(d, self._stages.run(d))
         if not self._dispatcher and self.scheduler.next_ready_at() is None:
-            return None  # nothing queued, nothing in flight: the crawl is complete
+            self._complete = True  # nothing queued, nothing in flight
+            return None
         await self._wait()
         self._report_progress()
         committed, self._committed = self._committed, []
@@ -315,7 +317,8 @@ class EmbeddedCrawl:
     async def close(self) -> Summary:
         """Stop dispatching; give the requests in flight ``STOP_GRACE`` seconds, commit what
         they fetched (their pages are in pages.jsonl, not returned by ``step``), close the
-        stages, the WARC file, the output files and the store. Safe to call again.
+        stages, the WARC file, the output files and the store. The summary says
+        ``interrupted`` unless ``step`` found the crawl complete. Safe to call again.
 
         Called while its task is being cancelled (``run`` or ``step`` interrupted), it still
         gives the grace: only a second cancel cuts it short. An abandoned request's URL is
@@ -324,13 +327,12 @@ class EmbeddedCrawl:
         if self._closed:
             return self.summary
         self._closed = True
+        self.summary.interrupted = not self._complete  # stopped, or closed before its end
+        self._stopping.set()
         try:
             if self._dispatcher:
-                self.summary.interrupted = True
                 ended = await self._dispatcher.finish(self._dispatcher.in_flight(), STOP_GRACE)
                 self._finish([e for e in ended if not e.abandoned])
-            elif self._stopping.is_set():
-                self.summary.interrupted = True
         finally:
             if self._stages is not None:
                 await self._stages.close()
