@@ -6,7 +6,8 @@ Runs every candidate that is installed on the same pages and prints markdown tab
   articles in 9 languages, six layouts), alone (``corpus``) and made heavy (``heavy``: a 60 KB
   inline script and a 300-link menu added to each, as many real pages have): token-level
   precision, recall and F1 of the extracted text against the article (title and paragraphs; a
-  bag of lowercased words, each CJK character a word), the mean over pages and the worst page.
+  bag of lowercased words, each CJK character a word), the mean over pages and the worst page;
+  F1 by layout.
 - **Language accuracy** of each detector on the article text, on its first 100 characters, on
   the whole page's text (boilerplate included), and on the text each extractor returned.
 - **CPU** per page: process time of one candidate over a whole page set, in rounds (A, B, C, A,
@@ -261,6 +262,22 @@ def quality_rows(fns: dict[str, Fn | None], labelled: list[LabelledPage]) -> lis
     return rows
 
 
+def layout_rows(fns: dict[str, Fn | None], labelled: list[LabelledPage]) -> list[str]:
+    """F1 by layout: where each extractor keeps boilerplate or loses text."""
+    layouts = sorted({p.layout for p in labelled})
+    rows = [f"| extractor | {' | '.join(layouts)} |", "|---" * (len(layouts) + 1) + "|"]
+    for name, fn in fns.items():
+        if fn is None:
+            continue
+        cells = []
+        for layout in layouts:
+            mine = [p for p in labelled if p.layout == layout]
+            f1 = statistics.fmean(prf(safe(fn, p.html), p.expected)[2] for p in mine)
+            cells.append(f"{f1:.2f}")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def openings(corpus: list[LabelledPage]) -> list[tuple[str, str]]:
     """The first sentence of every paragraph of the corpus: short texts, 20-150 characters."""
     out = []
@@ -470,6 +487,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Extraction quality, {label}:\n\n{head}")
         print("\n".join(quality_rows(extractors, labelled)) + "\n")
 
+    print("Extraction F1 by layout, corpus:\n")
+    print("\n".join(layout_rows(extractors, corpus)) + "\n")
     body = extractors["whole body (selectolax)"]
     texts = {
         "article": [(p.expected, p.lang) for p in corpus],
