@@ -11,6 +11,7 @@ SHORT = {
     "embedded": "streamcrawl\nembedded",
     "embedded-warc": "streamcrawl\nembedded --warc",
     "embedded-requests": "streamcrawl\nembedded\n--header --cookies",
+    "embedded-text": "streamcrawl\nembedded --text",
     "embedded-extract": "streamcrawl\nembedded\n--extract x5",
     "embedded-proxy": "streamcrawl\nembedded --proxy",
     "kafka-1": "streamcrawl\nKafka, 1 worker",

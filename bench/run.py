@@ -37,6 +37,7 @@ ALL = [
     "embedded-warc",
     "embedded-requests",
     "embedded-extract",
+    "embedded-text",
     "embedded-proxy",
     "wget",
     "kafka-1",

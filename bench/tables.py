@@ -9,6 +9,7 @@ ORDER = [
     "embedded-warc",
     "embedded-requests",
     "embedded-extract",
+    "embedded-text",
     "embedded-proxy",
     "kafka-1",
     "kafka-1-rerun",

@@ -36,8 +36,9 @@ from msgspec import Meta
 # credential's value is never in a record: the spec names it, the process holds it. v1-v5
 # records are still accepted (a crawl that sends no header, cookie or credential of its own).
 # Also v6, extraction without code (docs/extraction.md): ``CrawlPolicy.extract``, named CSS
-# selectors, and ``Page.data``, what they matched; a v1-v5 spec extracts nothing and a v1-v5
-# page has ``data`` null.
+# selectors, and ``Page.data``, what they matched; ``CrawlPolicy.main_text`` (``--text``) and
+# ``Page.main_text``/``language``; a v1-v5 spec extracts nothing and a v1-v5 page has ``data``,
+# ``main_text`` and ``language`` null.
 SCHEMA_VERSION = 6
 
 
@@ -106,6 +107,9 @@ MAX_AUTH = 256
 # each list at most MAX_EXTRACT_VALUES strings, and the whole object at most MAX_DATA_BYTES of
 # JSON (agents/content/extract.py cuts values to fit and marks the object DATA_TRUNCATED).
 MAX_EXTRACTORS = 32
+# Main text (v6, ``--text``; docs/extraction.md): at most MAX_MAIN_TEXT_CHARS characters of a
+# page's main content, cut at a word boundary (agents/content/maintext.py).
+MAX_MAIN_TEXT_CHARS = 100_000
 MAX_SELECTOR_CHARS = 1_024
 MAX_EXTRACT_CHARS = 4_096
 MAX_EXTRACT_VALUES = 256
@@ -296,6 +300,8 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # v6, extraction without code (``--extract NAME=SELECTOR``, docs/extraction.md): each page
     # record's ``data`` holds what these selectors matched; none: ``data`` is null.
     extract: Annotated[tuple[Extractor, ...], Meta(max_length=MAX_EXTRACTORS)] = ()
+    # v6, ``--text``: each page record keeps its main text and language (``Page.main_text``).
+    main_text: bool = False
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -511,6 +517,11 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     # unchanged, or gone). ``data["_truncated"]`` is true when a value was cut to its bounds or
     # left out (docs/extraction.md).
     data: PageData | None = None
+    # v6, ``--text`` (docs/extraction.md, "Main text and language"): the page's main content
+    # without boilerplate, at most MAX_MAIN_TEXT_CHARS, and its language (ISO 639-1); None:
+    # the crawl does not keep it, or the page has none (or is noindex).
+    main_text: Annotated[str, Meta(max_length=MAX_MAIN_TEXT_CHARS)] | None = None
+    language: Annotated[str, Meta(max_length=8)] | None = None
 
 
 class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,6 +29,7 @@ from streamcrawl.agents.content.listings import (
     merge,
     robots_sitemaps,
 )
+from streamcrawl.agents.content.maintext import MainText, main_text
 from streamcrawl.agents.content.outlinks import PageLinks, canonical_links, followed, record_links
 from streamcrawl.agents.content.parse import Link, parse_html, parse_tree
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchRetryable
@@ -51,6 +52,7 @@ from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
 from streamcrawl.schemas.records import (
+    MAX_MAIN_TEXT_CHARS,
     Capture,
     FrontierBatch,
     Outcome,
@@ -344,6 +346,7 @@ class _Document:
     directives: frozenset[str]
     canonical: str | None
     data: Data | None = None
+    main: MainText | None = None
 
 
 def _read_document(d: Dispatch, result: FetchResult) -> _Document:
@@ -367,6 +370,8 @@ def _read_document(d: Dispatch, result: FetchResult) -> _Document:
     doc.feeds = parsed.feeds if policy.feeds else ()
     if extractors:
         doc.data = extract(extractors, tree, result.final_url)
+    if policy.main_text:
+        doc.main = main_text(result.text, result.final_url, max_chars=MAX_MAIN_TEXT_CHARS)
     return doc
 
 
@@ -408,6 +413,9 @@ def _page_record(
         # The wiring's sinks keep it only with store_bodies (docs/architecture.md).
         body=result.text if policy.wants_bodies() and not noindex else None,
         data=doc.data,
+        # Index content, as the body is: a noindex page keeps neither.
+        main_text=doc.main.text if doc.main is not None and not noindex else None,
+        language=doc.main.language if doc.main is not None and not noindex else None,
     )
 
 

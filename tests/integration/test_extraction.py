@@ -70,3 +70,55 @@ async def test_a_crawl_without_extractors_has_no_data(wiring: str, tmp_path: Pat
         policy = CrawlPolicy(crawl_id="x", seeds=(srv.url("/"),), delay=0.0, obey_robots=False)
         _states, pages = await crawl_with_pages(wiring, policy, tmp_path, timeout=30)
     assert len(pages) == 4 and all(page.data is None for page in pages)
+
+
+ARTICLE = (
+    "<html><head><title>Crawling news</title></head><body>"
+    "<nav><a href=/>Home</a> <a href=/about>About</a> <a href=/shop>Shop</a></nav>"
+    "<article><h1>Polite crawlers</h1>"
+    "<p>A polite crawler waits between two requests to the same site, reads the site's robots "
+    "file before anything else, and backs off when the server answers that it is busy.</p>"
+    "<p>Keeping each site's queue in one partition lets one worker own its politeness, so no "
+    "shared limiter is needed and the delay holds across a whole cluster of workers.</p>"
+    "</article><aside><p>Related: ten tips for your garden</p></aside>"
+    "<footer><p>Copyright 2026, all rights reserved</p></footer></body></html>"
+)
+DEUTSCH = (
+    "<html><head><title>Nachrichten</title></head><body><nav><a href=/>Start</a></nav>"
+    "<article><p>Ein höflicher Crawler wartet zwischen zwei Anfragen an dieselbe Website und "
+    "liest zuerst die robots-Datei der Website, bevor er irgendetwas anderes abruft.</p>"
+    "</article><footer><p>Impressum</p></footer></body></html>"
+)
+
+
+@pytest.mark.parametrize("wiring", WIRINGS)
+async def test_text_keeps_each_pages_main_text_and_language(wiring: str, tmp_path: Path) -> None:
+    routes = {
+        "/": html(ARTICLE + '<a href="/de">de</a>'),
+        "/de": html(DEUTSCH),
+        "/hidden": html("<meta name=robots content=noindex>" + ARTICLE),
+    }
+    async with RecordingServer(routes) as srv:
+        srv.routes["/"] = html(
+            ARTICLE.replace("</body>", '<a href="/de">de</a> <a href="/hidden">h</a></body>')
+        )
+        policy = CrawlPolicy(
+            crawl_id="t", seeds=(srv.url("/"),), delay=0.0, obey_robots=False, main_text=True
+        )
+        _states, pages = await crawl_with_pages(wiring, policy, tmp_path, timeout=30)
+    by_url = {page.url: page for page in pages}
+    home, de, hidden = by_url[srv.url("/")], by_url[srv.url("/de")], by_url[srv.url("/hidden")]
+    assert home.language == "en" and home.main_text is not None
+    assert "backs off when the server answers" in home.main_text
+    assert "garden" not in home.main_text  # the aside
+    assert "Copyright" not in home.main_text and "About" not in home.main_text
+    assert de.language == "de" and de.main_text is not None and "höflicher" in de.main_text
+    assert hidden.main_text is None and hidden.language is None  # noindex: no index content
+
+
+@pytest.mark.parametrize("wiring", WIRINGS)
+async def test_a_crawl_without_text_keeps_none(wiring: str, tmp_path: Path) -> None:
+    async with RecordingServer({"/": html(ARTICLE)}) as srv:
+        policy = CrawlPolicy(crawl_id="t", seeds=(srv.url("/"),), delay=0.0, obey_robots=False)
+        _states, pages = await crawl_with_pages(wiring, policy, tmp_path, timeout=30)
+    assert [(p.main_text, p.language) for p in pages] == [(None, None)]

@@ -89,3 +89,47 @@ def test_the_refused_specs_of_the_doc(tmp_path: Path) -> None:
         )
         assert (done.returncode, done.stderr) == (2, error + "\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_main_text_crawl_of_the_doc(tmp_path: Path) -> None:
+    """The "Main text and language" section: the shop crawled with --text, each page's
+    ``{url, language, main_text}`` against the lines the doc prints."""
+    commands, printed = doc_blocks()[-2], doc_blocks()[-1]
+    crawl = re.search(r"streamcrawl crawl (.*?)\n", commands)
+    assert crawl is not None and "--text" in crawl.group(1), commands
+    assert "jq -c '{url, language, main_text}' out/pages.jsonl" in commands
+    port = free_port()
+    site = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            "examples/shop",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_listening(port)
+        args = shlex.split(crawl.group(1).replace("8000", str(port)))
+        done = subprocess.run(
+            [STREAMCRAWL, "crawl", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        site.terminate()
+        site.wait(10)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "out/pages.jsonl").read_text().splitlines()
+    keys = ("url", "language", "main_text")
+    got = [{k: p[k] for k in keys} for p in map(json.loads, lines)]
+    assert got == [json.loads(line.replace("8000", str(port))) for line in printed.splitlines()]

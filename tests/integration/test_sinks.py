@@ -6,6 +6,7 @@ newest record time; replaying any input leaves the same rows; counts per termina
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 from collections.abc import AsyncIterator
@@ -535,16 +536,17 @@ async def test_a_pages_data_is_one_json_cell_of_its_row(
 
 @pytest.mark.cassandra
 @pytest.mark.integration
-async def test_a_keyspace_of_schema_4_is_refused_until_create_schema_adds_data(
+async def test_a_keyspace_of_schema_4_is_refused_until_create_schema_adds_columns(
     config: CassandraConfig, crawl_id: str
 ) -> None:
     """The tables as schema version 4 made them, and a page row written then: the sink names
     the missing column; after ``admin create-schema`` (twice: idempotent) the old row reads
     with no data and a new one keeps its data."""
+    version_5 = ("data text,", "main_text text,", "language text,")
     old_tables = [
-        (s.replace("data text,", ""), ())
+        (functools.reduce(lambda s, column: s.replace(column, ""), version_5, s), ())
         for s in schema_statements(config)
-        if "(data text)" not in s
+        if "(data text, main_text text, language text)" not in s
     ]
     assert len(old_tables) == len(schema_statements(config)) - 1
     url = "https://example.org/old"
@@ -559,7 +561,8 @@ async def test_a_keyspace_of_schema_4_is_refused_until_create_schema_adds_data(
             (crawl_id, url_hash(url), url, url),
         ),
     )
-    with pytest.raises(CrawlError, match=r"lacks tables pages\.data: run `streamcrawl admin"):
+    missing = r"lacks tables pages\.data, pages\.main_text, pages\.language: run `streamcrawl admin"
+    with pytest.raises(CrawlError, match=missing):
         await CassandraSink(config).start()
     create_schema(config)
     create_schema(config)

@@ -285,6 +285,7 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
         (OriginAuth(origin="http://127.0.0.1:9", credential="SITE"),),
     ),
     "--warc-credentials": (["--warc-credentials", "keep"], policy("warc_credentials"), "keep"),
+    "--text": (["--text"], policy("main_text"), True),
     "--extract": (
         ["--extract", "tags=all:a.tag::attr(href)"],
         policy("extract"),

@@ -55,6 +55,7 @@ FLAGS = [
     (["--follow-canonical"], "follow_canonical", True),
     (["--no-sitemaps"], "sitemaps", False),
     (["--no-feeds"], "feeds", False),
+    (["--text"], "main_text", True),
     (["--sitemap", "https://example.org/s.xml"], "sitemap_seeds", ("https://example.org/s.xml",)),
     (["--recrawl-after", "1d"], "recrawl_after", 86400.0),
     (["--recrawl-after", "1d", "--recrawl-min", "1h"], "recrawl_min", 3600.0),

@@ -206,6 +206,12 @@ _SWITCHES: tuple[tuple[str, str, bool, str], ...] = (
         "do not read sitemaps (neither robots.txt Sitemap: lines nor --sitemap)",
     ),
     ("--no-feeds", "feeds", True, "do not fetch the RSS/Atom feeds pages link to"),
+    (
+        "--text",
+        "main_text",
+        False,
+        "keep each page's main text (boilerplate removed) and its language in its record",
+    ),
 )
 
 # Repeatable flags: (flag, metavar, argparse type, help).

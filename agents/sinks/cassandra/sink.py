@@ -279,7 +279,7 @@ class CassandraSink:
         data = _encode_json(p.data) if p.data is not None else b""
         row[_DATA] = data.decode("utf-8") if p.data is not None else None
         size = _CELL * (len(row) + 1 + len(p.headers)) + len(links) + len(p.url) + len(p.final_url)
-        size += len(data)
+        size += len(data) + len(p.main_text or "")
         size += len(p.crawl_id) + len(p.origin) + len(p.title or "") + len(p.body_sha256)
         size += sum(len(k) + len(v) for k, v in p.headers.items())
         size += sum(len(r) for r in p.redirects) + len(p.canonical or "")
