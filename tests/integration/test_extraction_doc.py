@@ -94,7 +94,9 @@ def test_the_refused_specs_of_the_doc(tmp_path: Path) -> None:
 def test_the_main_text_crawl_of_the_doc(tmp_path: Path) -> None:
     """The "Main text and language" section: the shop crawled with --text, each page's
     ``{url, language, main_text}`` against the lines the doc prints."""
-    commands, printed = doc_blocks()[-2], doc_blocks()[-1]
+    blocks = doc_blocks()
+    at = next(i for i, b in enumerate(blocks) if "{url, language, main_text}" in b)
+    commands, printed = blocks[at], blocks[at + 1]
     crawl = re.search(r"streamcrawl crawl (.*?)\n", commands)
     assert crawl is not None and "--text" in crawl.group(1), commands
     assert "jq -c '{url, language, main_text}' out/pages.jsonl" in commands
