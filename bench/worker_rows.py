@@ -10,7 +10,10 @@
   ``--runs`` times behind the bench's nginx: pages/s over the access log's span against the
   ideal origins/delay, the smallest per-origin gap at the server, and the worker's CPU per
   page. ``python -m bench.worker_rows --politeness 256x20@0.5 [--workers 2] [--runs 3]``
-  (``--port``: the site's first port, one per origin, when 21000 and up are taken).
+  (``--port``: the site's first port, one per origin, when 21000 and up are taken;
+  ``--per-origin-concurrency N``: N requests in flight per origin instead of the seed's
+  default, 8 at delay 0 and 1 with a delay, e.g. ``4x500@0 --per-origin-concurrency 1`` for
+  the few-origins shape).
 """
 
 from __future__ import annotations
@@ -243,6 +246,7 @@ def politeness_rows(
     timeout: float = 1800.0,
     profile: Path | None = None,
     port: int = 21000,
+    per_origin_concurrency: int | None = None,
 ) -> dict:
     """The politeness-bound row ``runs`` times: each run's figures and their medians; with
     ``profile``, every worker of each run under ``py-spy record`` (``profile`` + run number,
@@ -261,7 +265,9 @@ def politeness_rows(
     results = []
     for i in range(runs):
         meter = RunQueueMeter(workdir / f"run-{i + 1}").start()
-        kw = {"profile": profile.with_suffix(f".{i + 1}.raw.txt")} if profile else {}
+        kw: dict = {"profile": profile.with_suffix(f".{i + 1}.raw.txt")} if profile else {}
+        if per_origin_concurrency is not None:
+            kw["per_origin_concurrency"] = per_origin_concurrency
         r = suite._try(name, site, workdir / f"run-{i + 1}" / name, args, delay=delay, **kw)
         sched = meter.stop()
         keep = ("status", "reason", "pages", "span_s", "span_pages_per_s", "cpu_s")
@@ -316,6 +322,11 @@ def main() -> None:
     ap.add_argument(
         "--port", type=int, default=21000, help="first port of the site (one per origin)"
     )
+    ap.add_argument(
+        "--per-origin-concurrency",
+        type=int,
+        help="requests in flight per origin (default: 8 at delay 0, else 1)",
+    )
     args = ap.parse_args()
     if args.politeness:
         row = politeness_rows(
@@ -325,6 +336,7 @@ def main() -> None:
             args.runs,
             profile=args.profile,
             port=args.port,
+            per_origin_concurrency=args.per_origin_concurrency,
         )
         print(json.dumps(row["median"], indent=1, default=str))
         return
