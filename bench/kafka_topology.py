@@ -118,13 +118,20 @@ def _stop_procs(procs: list[subprocess.Popen], wrapped: set[int], grace: float =
     return [p.returncode for p in procs]
 
 
+# Seconds between two reads of the terminal-state counts. Each read is a new client of the
+# broker (``topology.admin.status.StatusReader``), several requests per partition: in the
+# Kafka rows most of the broker's requests (docs/performance.md, "The broker's bill").
+STATUS_POLL_S = 0.5
+
+
 class _StatusPoller:
     """``bench.kafka_status`` in the streamcrawl venv: the latest terminal-state counts."""
 
     def __init__(self, python: str, crawl_id: str, env: dict[str, str], log: Path) -> None:
         self._err = open(log, "wb")  # noqa: SIM115 (closed by stop)
+        interval = str(STATUS_POLL_S)
         self.proc = subprocess.Popen(
-            [python, "-m", "bench.kafka_status", "--crawl-id", crawl_id, "--interval", "0.5"],
+            [python, "-m", "bench.kafka_status", "--crawl-id", crawl_id, "--interval", interval],
             env=env,
             cwd=REPO,
             stdout=subprocess.PIPE,
