@@ -14,9 +14,36 @@ Faust's consumer thread included) from its first event to its last, per event.
     source .services/env                 # written by scripts/services.sh start
     .venv/bin/python -m bench.probes.faust_floor --messages 10000 --rate 1000 --runs 3
 
+What the default pair compares is a consumer *at 1,000 events a second*, not a per-message
+cost: at that rate a fetch brings a handful of records, and the aiokafka loop commits after
+each ``getmany`` (an OffsetCommit round trip), so its figure is mostly a fetch and a commit
+per few events. ``--modes`` adds variants that take one thing away at a time:
+
+* ``aiokafka-auto``: the same ``getmany`` loop without the commit per batch (aiokafka's
+  auto-commit every second, as Faust commits every ``broker_commit_interval``);
+* ``aiokafka-windows``: that, with the worker's fetch windows
+  (``topology.worker.internals.fetch_in_windows``: 64 KiB or 100 ms after a fetch that
+  brought records);
+* ``faust-windows``: Faust's consumer with the same fetch windows, as the worker runs it
+  (``topology.worker.internals.fetch_worker_in_windows``);
+* ``faust-cython``, ``faust-windows-cython``: Faust with ``cython_optimizations=True``
+  (faust-streaming 0.15's repaired Cython stream iterator and conductor; the extensions are
+  built in its wheel and used either way, the flag only turns on the fast paths);
+
+and ``--backlog`` produces every message before the consumer starts, so that it reads full
+fetches as fast as it can: the client's own cost per message, the floor. ``--jmx HOST:PORT``
+(a broker with a JMX port: ``bench.probes.broker_requests jmx``) reads the broker's request
+counts around each run and adds its fetches and commits per event.
+
+    .venv/bin/python -m bench.probes.faust_floor --runs 3 --modes \\
+        faust,faust-windows,faust-windows-cython,aiokafka,aiokafka-auto,aiokafka-windows
+    .venv/bin/python -m bench.probes.faust_floor --backlog --messages 50000 \\
+        --modes faust-windows,faust-windows-cython,aiokafka-auto
+
 Informs: whether the frontier agent should leave Faust's stream for a plain aiokafka consumer
 (docs/performance.md, "The frontier agent's per-event cost": the saving per page was not worth
-the rewrite).
+the rewrite), and what the broker's bill of the worker's consumers is per event
+(docs/performance.md, "The broker's bill").
 """
 
 from __future__ import annotations
@@ -34,6 +61,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 BOOTSTRAP = "STREAMCRAWL_KAFKA_BOOTSTRAP"
+MODES = (
+    "faust",
+    "faust-cython",
+    "faust-windows",
+    "faust-windows-cython",
+    "aiokafka",
+    "aiokafka-auto",
+    "aiokafka-windows",
+)
 
 
 async def _create(topic: str, partitions: int) -> None:
@@ -122,8 +158,10 @@ class CountingFrontier:
         return set()
 
 
-def _faust(topic: str, messages: int) -> None:
-    """The frontier agent's plumbing (``run_batches``) with a frontier that only counts."""
+def _faust(topic: str, messages: int, mode: str = "faust") -> None:
+    """The frontier agent's plumbing (``run_batches``) with a frontier that only counts; a
+    ``mode`` with ``-windows`` fetches in the worker's windows, one with ``-cython`` turns on
+    Faust's opt-in Cython fast paths."""
     import faust
 
     from streamcrawl.agents.stream.metrics import Metrics
@@ -141,10 +179,15 @@ def _faust(topic: str, messages: int) -> None:
         key_serializer="raw",
         value_serializer="raw",
         datadir=f"/tmp/floor-{uuid.uuid4().hex[:8]}",
+        cython_optimizations=mode.endswith("-cython"),
     )
+    if "-windows" in mode:
+        from streamcrawl.topology.worker.internals import fetch_worker_in_windows
+
+        fetch_worker_in_windows(app)
 
     def done(counter: _Counter) -> None:
-        print(json.dumps(counter.result("faust")), flush=True)
+        print(json.dumps(counter.result(mode)), flush=True)
         os._exit(0)
 
     frontier = CountingFrontier(_Counter(messages), done)
@@ -159,18 +202,26 @@ def _faust(topic: str, messages: int) -> None:
     app.main()
 
 
-async def _aiokafka(topic: str, messages: int) -> None:
-    """A consumer of the group's partitions: ``getmany`` batches, one commit per batch."""
+async def _aiokafka(topic: str, messages: int, mode: str = "aiokafka") -> None:
+    """A consumer of the group's partitions reading ``getmany`` batches: ``aiokafka`` commits
+    after each batch, ``aiokafka-auto`` leaves it to the auto-commit every second,
+    ``aiokafka-windows`` also fetches in the worker's windows."""
     from aiokafka import AIOKafkaConsumer
 
+    per_batch = mode == "aiokafka"
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=os.environ[BOOTSTRAP],
         group_id=f"floor-{uuid.uuid4().hex[:8]}",
-        enable_auto_commit=False,
+        enable_auto_commit=not per_batch,
+        auto_commit_interval_ms=1000,
         auto_offset_reset="earliest",
     )
     await consumer.start()
+    if mode == "aiokafka-windows":
+        from streamcrawl.topology.worker.internals import fetch_in_windows
+
+        fetch_in_windows(consumer)
     counter = _Counter(messages)
     try:
         while True:
@@ -178,19 +229,25 @@ async def _aiokafka(topic: str, messages: int) -> None:
             n = sum(len(records) for records in batches.values())
             if not n:
                 continue
-            await consumer.commit()
+            if per_batch:
+                await consumer.commit()
             if counter.add(n):
-                print(json.dumps(counter.result("aiokafka")), flush=True)
+                print(json.dumps(counter.result(mode)), flush=True)
                 return
     finally:
         await consumer.stop()
 
 
 def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One mode on a fresh topic: start the consumer, let it join, then produce."""
+    """One mode on a fresh topic: start the consumer, let it join, then produce (with
+    ``--backlog``: produce, then start the consumer). With ``--jmx``, the broker's requests
+    from the consumer's start to its exit, per event."""
     topic = f"perf-floor-{uuid.uuid4().hex[:10]}"
     asyncio.run(_create(topic, args.partitions))
     argv = [sys.executable, "-m", "bench.probes.faust_floor", "--child", mode, "--topic", topic]
+    if args.backlog:
+        asyncio.run(_produce(topic, args.messages, args.size, 1e9))
+    requests0 = _requests(args)
     proc = subprocess.Popen(
         [*argv, "--messages", str(args.messages)],
         stdout=subprocess.PIPE,
@@ -198,9 +255,11 @@ def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         text=True,
     )
     try:
-        time.sleep(args.settle)  # group join and assignment
-        asyncio.run(_produce(topic, args.messages, args.size, args.rate))
+        if not args.backlog:
+            time.sleep(args.settle)  # group join and assignment
+            asyncio.run(_produce(topic, args.messages, args.size, args.rate))
         out, err = proc.communicate(timeout=600)
+        requests1 = _requests(args)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -214,7 +273,22 @@ def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     if not lines:
         raise RuntimeError(f"{mode} exited {r.returncode}: {r.stderr[-800:]}")
     result: dict[str, Any] = json.loads(lines[-1].strip())
+    if requests0 is not None and requests1 is not None:
+        result["broker_requests_per_event"] = {
+            api: round((n - requests0.get(api, 0)) / args.messages, 4)
+            for api, n in requests1.items()
+            if api in ("Fetch", "OffsetCommit", "Heartbeat", "Produce")
+        }
     return result
+
+
+def _requests(args: argparse.Namespace) -> dict[str, float] | None:
+    """The broker's request counts by API (``--jmx``), None without it."""
+    if not args.jmx:
+        return None
+    from bench.probes.broker_requests import jmx_counts
+
+    return jmx_counts(args.jmx)
 
 
 def main() -> None:
@@ -225,16 +299,22 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--size", type=int, default=300, help="bytes per value (an outcome's order)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--child", choices=("faust", "aiokafka"), help=argparse.SUPPRESS)
+    ap.add_argument("--modes", default="faust,aiokafka", help=f"comma list of {', '.join(MODES)}")
+    ap.add_argument("--backlog", action="store_true", help="produce all before consuming")
+    ap.add_argument("--jmx", metavar="HOST:PORT", help="the broker's JMX: requests per event")
+    ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child == "faust":
-        _faust(args.topic, args.messages)
+    if args.child and args.child.startswith("faust"):
+        _faust(args.topic, args.messages, args.child)
         return
-    if args.child == "aiokafka":
-        asyncio.run(_aiokafka(args.topic, args.messages))
+    if args.child:
+        asyncio.run(_aiokafka(args.topic, args.messages, args.child))
         return
-    runs: dict[str, list[dict[str, Any]]] = {"faust": [], "aiokafka": []}
+    modes = [m for m in args.modes.split(",") if m]
+    if unknown := set(modes) - set(MODES):
+        ap.error(f"unknown modes: {sorted(unknown)}")
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for _ in range(args.runs):  # interleaved, so that drift hits both alike
         for mode in runs:
             r = _child(mode, args)
