@@ -40,22 +40,21 @@ def wait_listening(port: int, timeout: float = 10.0) -> None:
             time.sleep(0.05)
 
 
-def test_the_shop_crawl_of_the_doc(tmp_path: Path) -> None:
-    commands, printed = doc_blocks()[0], doc_blocks()[1]
-    server = re.search(r"python3 -m http.server 8000 (.*?) &\n", commands)
-    crawl = re.search(r"streamcrawl crawl (.*?)\n(?!\s)", commands.replace("\\\n", " "))
-    assert server is not None and crawl is not None, commands
-    assert "jq -c '{url, data}' out/pages.jsonl" in commands
+def crawl_the_shop(
+    serve: list[str], crawl: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``crawl`` (the doc's arguments of ``streamcrawl crawl``) of examples/shop served by
+    ``python -m http.server PORT *serve`` on a free port, in ``tmp_path``: (its run, PORT)."""
     port = free_port()
     site = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), *shlex.split(server.group(1))],
+        [sys.executable, "-m", "http.server", str(port), *serve],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
         wait_listening(port)
-        args = shlex.split(crawl.group(1).replace("8000", str(port)))
+        args = shlex.split(crawl.replace("8000", str(port)))
         done = subprocess.run(
             [STREAMCRAWL, "crawl", *args],
             cwd=tmp_path,
@@ -67,6 +66,16 @@ def test_the_shop_crawl_of_the_doc(tmp_path: Path) -> None:
     finally:
         site.terminate()
         site.wait(10)
+    return done, port
+
+
+def test_the_shop_crawl_of_the_doc(tmp_path: Path) -> None:
+    commands, printed = doc_blocks()[0], doc_blocks()[1]
+    server = re.search(r"python3 -m http.server 8000 (.*?) &\n", commands)
+    crawl = re.search(r"streamcrawl crawl (.*?)\n(?!\s)", commands.replace("\\\n", " "))
+    assert server is not None and crawl is not None, commands
+    assert "jq -c '{url, data}' out/pages.jsonl" in commands
+    done, port = crawl_the_shop(shlex.split(server.group(1)), crawl.group(1), tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("done: 3 pages ")
     lines = (tmp_path / "out/pages.jsonl").read_text().splitlines()
@@ -100,36 +109,8 @@ def test_the_main_text_crawl_of_the_doc(tmp_path: Path) -> None:
     crawl = re.search(r"streamcrawl crawl (.*?)\n", commands)
     assert crawl is not None and "--text" in crawl.group(1), commands
     assert "jq -c '{url, language, main_text}' out/pages.jsonl" in commands
-    port = free_port()
-    site = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            "examples/shop",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_listening(port)
-        args = shlex.split(crawl.group(1).replace("8000", str(port)))
-        done = subprocess.run(
-            [STREAMCRAWL, "crawl", *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        site.terminate()
-        site.wait(10)
+    serve = ["--bind", "127.0.0.1", "--directory", "examples/shop"]
+    done, port = crawl_the_shop(serve, crawl.group(1), tmp_path)
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "out/pages.jsonl").read_text().splitlines()
     keys = ("url", "language", "main_text")
