@@ -326,7 +326,7 @@ class Settings(BaseSettings):
         """The SSRF guard of this worker's fetches (``allow_networks`` allowed)."""
         return AddressGuard(parse_networks([self.allow_networks]))
 
-    def network(self, limit: int | None = None) -> Network:
+    def network(self) -> Network:
         """This process's side of every request: the guard, its credentials, the proxy.
         ``ConfigError`` (one line) for a proxy setting that cannot work."""
         credentials = Credentials(directory=self.credentials_dir)
@@ -334,7 +334,7 @@ class Settings(BaseSettings):
             guard=self.address_guard(),
             credentials=credentials,
             proxy=proxy_setting(self.proxy, self.no_proxy_for, self.proxy_credential, credentials),
-            limit=limit if limit is not None else self.concurrency,
+            limit=self.concurrency,
         )
 
     def cassandra_contact_points(self) -> tuple[list[str], int]:

@@ -131,11 +131,11 @@ class RequestPlan:
             if header.origin is None:
                 _put(common, header.name, header.value)
             else:
-                origin = _in_scope(scope, _origin(header.origin), "--header-for")
+                origin = _in_scope(scope, parse_origin(header.origin), "--header-for")
                 _put(by_origin.setdefault(origin, {}), header.name, header.value)
         credentials: dict[str, str] = {}
         for auth in policy.auth:
-            origin = _origin(auth.origin)
+            origin = parse_origin(auth.origin)
             _in_scope(scope, origin, "--auth-for")
             if credentials.setdefault(origin, auth.credential) != auth.credential:
                 raise ConfigError(f"two credentials named for {origin}: give one --auth-for")
@@ -170,10 +170,6 @@ def _merged(
     return out
 
 
-def _origin(text: str) -> str:
-    return parse_origin(text)
-
-
 def check_cookie(pair: str) -> tuple[str, str]:
     """``'name=value'`` -> ``(name, value)``: a cookie a crawl presets (RFC 6265 4.1.1: the
     name a token, the value without ``;``, ``,``, ``"``, ``\\``, spaces or controls);
@@ -206,7 +202,7 @@ def _presets(
     earlier one, as a server's would)."""
     out: dict[str, dict[str, Cookie]] = {}
     for p in presets:
-        origin = _in_scope(scope, _origin(p.origin), "--cookie-for")
+        origin = _in_scope(scope, parse_origin(p.origin), "--cookie-for")
         check_cookie(p.cookie)
         cookie = preset(origin, p.cookie)
         out.setdefault(origin, {})[cookie.name] = cookie
