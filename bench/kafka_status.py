@@ -4,10 +4,12 @@ runner runs it in the streamcrawl venv).
 ``python -m bench.kafka_status --crawl-id ID [--interval S]`` prints one JSON line per poll,
 ``{"t": unix_time, "states": {state: n}, "sink_lag": n | null}``, until it is terminated. The
 counts are the last ``counts`` record of each frontier partition and the lag is the sink
-group's (``topology/admin/status.py``), so a poll costs the broker a few requests and
-Cassandra nothing: an exact poll (``status --exact``, a read of every state row) every 0.5 s
-was a large share of the Cassandra CPU the bench charged to the crawl. Settings come from the
-environment (``STREAMCRAWL_KAFKA_*``, ``STREAMCRAWL_TOPIC_PREFIX``).
+group's (``topology/admin/status.py``), read by one ``StatusReader`` for the poller's life
+(as ``status --watch`` reads): a poll costs the broker two ``ListOffsets``, an offset fetch
+and a fetch, and Cassandra nothing. A new reader per poll was most of the requests the
+broker served in the Kafka rows (docs/performance.md, "The broker's bill"), and an exact poll
+(``status --exact``, a read of every state row) a large share of the Cassandra CPU. Settings
+come from the environment (``STREAMCRAWL_KAFKA_*``, ``STREAMCRAWL_TOPIC_PREFIX``).
 """
 
 from __future__ import annotations
@@ -20,21 +22,23 @@ import time
 
 def main(crawl_id: str, interval: float) -> None:
     from streamcrawl.agents.errors import CrawlError
-    from streamcrawl.topology.admin.status import read_status
+    from streamcrawl.topology.admin.status import StatusReader
     from streamcrawl.topology.settings import load_settings
 
-    settings = load_settings()
-    while True:
-        t = time.time()
-        try:
-            stats, lag, _revisits = read_status(settings)
-        except CrawlError as exc:  # topics not there yet, a slow broker: poll again
-            print(f"bench.kafka_status: {exc}", file=sys.stderr)
-        else:
-            states = stats[crawl_id].all_states() if crawl_id in stats else {}
-            sys.stdout.write(json.dumps({"t": t, "states": states, "sink_lag": lag}) + "\n")
-            sys.stdout.flush()
-        time.sleep(max(0.0, interval - (time.time() - t)))
+    with StatusReader(load_settings()) as reader:
+        while True:
+            t = time.time()
+            try:
+                snapshot = reader.read()
+            except CrawlError as exc:  # topics not there yet, a slow broker: poll again
+                print(f"bench.kafka_status: {exc}", file=sys.stderr)
+            else:
+                stats = snapshot.stats
+                states = stats[crawl_id].all_states() if crawl_id in stats else {}
+                line = {"t": t, "states": states, "sink_lag": snapshot.sink_lag}
+                sys.stdout.write(json.dumps(line) + "\n")
+                sys.stdout.flush()
+            time.sleep(max(0.0, interval - (time.time() - t)))
 
 
 if __name__ == "__main__":

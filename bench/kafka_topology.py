@@ -118,9 +118,8 @@ def _stop_procs(procs: list[subprocess.Popen], wrapped: set[int], grace: float =
     return [p.returncode for p in procs]
 
 
-# Seconds between two reads of the terminal-state counts. Each read is a new client of the
-# broker (``topology.admin.status.StatusReader``), several requests per partition: in the
-# Kafka rows most of the broker's requests (docs/performance.md, "The broker's bill").
+# Seconds between two reads of the terminal-state counts, by one long-lived client of the
+# broker (``bench.kafka_status``: two ``ListOffsets`` a read, whatever the partitions).
 STATUS_POLL_S = 0.5
 
 

@@ -280,3 +280,41 @@ def test_a_dead_broker_at_start_is_one_line_and_exit_1() -> None:
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith(f"streamcrawl: cannot reach Kafka at {dead}")
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+class _Counting:
+    """Passes every call to the client it wraps and counts them by method name."""
+
+    def __init__(self, client: Any, counts: dict[str, int]) -> None:
+        self._client, self._counts = client, counts
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._counts[name] = self._counts.get(name, 0) + 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+def test_a_reading_asks_for_every_partitions_offsets_at_once(crawled: dict[str, Any]) -> None:
+    """One reading: two ``ListOffsets`` (log starts, ends) for the five topics' 15 partitions,
+    not two per partition; a second reading by the same reader looks no topic up again."""
+    from streamcrawl.topology.admin.status import StatusReader
+
+    counts: dict[str, int] = {}
+    with StatusReader(crawled["cluster"].settings()) as reader:
+        reader.consumer = _Counting(reader.consumer, counts)  # type: ignore[assignment]
+        reader._admin = _Counting(reader._client(), counts)  # type: ignore[assignment]
+        first = reader.read(with_workers=True)
+        assert counts.get("list_offsets") == 2 and "get_watermark_offsets" not in counts, counts
+        assert counts["list_topics"] == 5, counts  # counts, pages, status, frontier, outcomes
+        second = reader.read(with_workers=True)
+    assert counts["list_topics"] == 5 and counts["list_offsets"] == 4, counts
+    assert (
+        first.stats[CRAWL].states["fetched"] == 2 * PAGES == second.stats[CRAWL].states["fetched"]
+    )
+    assert [p.frontier_lag for p in second.partitions] == [0, 0, 0]

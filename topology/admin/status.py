@@ -2,8 +2,14 @@
 
 Each frontier partition's complete terminal-state counts are the last message of the
 ``counts`` partition of the same number (``agents/stream/counts.py``), so a report costs one
-message and two watermark requests per partition, whatever the size of the crawl. The sink's
-lag is the messages of ``pages`` + ``status`` not yet committed by the ``<prefix>-sink`` group.
+message per partition, whatever the size of the crawl. The sink's lag is the messages of
+``pages`` + ``status`` not yet committed by the ``<prefix>-sink`` group.
+
+A reading asks the broker for every partition's offsets at once: one ``ListOffsets`` request
+for the log starts and one for the ends (per leader broker), however many partitions; a
+reader keeps the topics' partitions it looked up for ``PARTITIONS_TTL_S`` (each a
+``Metadata`` request). A long-lived reader (``status --watch``, the bench's poller) is one
+client of the broker, not one per reading (docs/performance.md, "The broker's bill").
 
 ``status --watch`` (``topology/cli/watch.py``) reads the same through one long-lived
 ``StatusReader``, plus each frontier partition's owner and input lags in the workers' group,
@@ -26,6 +32,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec  # (re-exported undeclared)
 
 from streamcrawl.agents.errors import CrawlError
 from streamcrawl.agents.sinks.contract import CrawlStats
@@ -37,6 +44,11 @@ from streamcrawl.topology.admin.errors import ConnectionErrors
 from streamcrawl.topology.settings import Settings
 
 READ_TIMEOUT_S = 10.0
+# How long a reader trusts the partitions it looked up (a reshard makes new topics, never
+# changes the count of one; a deleted topic is noticed within this).
+PARTITIONS_TTL_S = 60.0
+
+Offsets = dict[tuple[str, int], tuple[int, int]]  # (topic, partition) -> (log start, end)
 
 
 @dataclass
@@ -89,6 +101,7 @@ class StatusReader:
         )
         self.consumer = Consumer(conf)
         self._admin: AdminClient | None = None
+        self._topics: dict[str, tuple[float, list[TopicPartition]]] = {}
 
     def __enter__(self) -> StatusReader:
         return self
@@ -116,17 +129,30 @@ class StatusReader:
             ) from None
 
     def _read(self, with_workers: bool) -> Snapshot:
-        records = self._last_records()
-        snapshot = summarize(records, self._sink_lag(), time.time())
+        shorts = ["counts", "pages", "status"] + (["frontier", "outcomes"] if with_workers else [])
+        parts = {short: self._partitions(short) for short in shorts}
+        try:
+            offsets = self._offsets([tp for tps in parts.values() for tp in tps])
+        except KafkaException:
+            self._topics.clear()  # a topic deleted since its lookup is named by a new one
+            for short in shorts:
+                self._partitions(short)
+            raise
+        records = self._last_records(parts["counts"], offsets)
+        snapshot = summarize(records, self._sink_lag(parts, offsets), time.time())
         if with_workers:
             try:
-                snapshot.partitions = self._workers()
+                snapshot.partitions = self._workers(parts, offsets)
             except KafkaException as exc:  # the counts still tell most of the story
                 snapshot.workers_error = str(exc.args[0] if exc.args else exc)
         return snapshot
 
     def _partitions(self, short: str) -> list[TopicPartition]:
+        """The topic's partitions, looked up at most once per ``PARTITIONS_TTL_S``."""
         name = admin.topic_name(self.settings, short)
+        cached = self._topics.get(name)
+        if cached is not None and time.monotonic() - cached[0] < PARTITIONS_TTL_S:
+            return cached[1]
         try:
             topic = self.consumer.list_topics(name, timeout=self.timeout).topics.get(name)
         except KafkaException as exc:
@@ -136,17 +162,31 @@ class StatusReader:
                 f"topic {name} does not exist: run `streamcrawl admin create-topics` "
                 "(and check STREAMCRAWL_TOPIC_PREFIX / --topic-prefix)"
             )
-        return [TopicPartition(name, p) for p in sorted(topic.partitions)]
+        tps = [TopicPartition(name, p) for p in sorted(topic.partitions)]
+        self._topics[name] = (time.monotonic(), tps)
+        return tps
 
-    def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
-        low, high = self.consumer.get_watermark_offsets(tp, timeout=self.timeout)
-        return int(low), int(high)
+    def _offsets(self, tps: list[TopicPartition]) -> Offsets:
+        """Every partition's (log start, end): one request per spec and leader broker."""
+        client = self._client()
+        found: dict[tuple[str, int], list[int]] = {(tp.topic, tp.partition): [0, 0] for tp in tps}
+        specs = (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        for i, spec in enumerate(specs):
+            asked = {TopicPartition(tp.topic, tp.partition): spec for tp in tps}
+            futures = client.list_offsets(asked, request_timeout=self.timeout)
+            for tp, future in futures.items():
+                found[(tp.topic, tp.partition)][i] = int(
+                    future.result(timeout=self.timeout + 1).offset
+                )
+        return {key: (low, high) for key, (low, high) in found.items()}
 
-    def _last_records(self) -> list[PartitionCounts]:
+    def _last_records(
+        self, counts: list[TopicPartition], offsets: Offsets
+    ) -> list[PartitionCounts]:
         """The last message of every non-empty ``counts`` partition, decoded."""
         wanted = []
-        for tp in self._partitions("counts"):
-            low, high = self._watermarks(tp)
+        for tp in counts:
+            low, high = offsets[(tp.topic, tp.partition)]
             if high > low:
                 wanted.append(TopicPartition(tp.topic, tp.partition, high - 1))
         if not wanted:
@@ -172,26 +212,20 @@ class StatusReader:
         self.consumer.unassign()
         return [found[p] for p in sorted(found)]
 
-    def _sink_lag(self) -> int | None:
-        tps = [*self._partitions("pages"), *self._partitions("status")]
+    def _sink_lag(self, parts: dict[str, list[TopicPartition]], offsets: Offsets) -> int | None:
+        tps = [*parts["pages"], *parts["status"]]
         committed = self.consumer.committed(tps, timeout=self.timeout)
         if all(tp.offset < 0 for tp in committed):
             return None
-        return self._lag(committed)
+        return sum(_lag(tp, offsets) for tp in committed)
 
-    def _lag(self, committed: list[TopicPartition]) -> int:
-        """Messages past the committed offsets (from the log start where none)."""
-        lag = 0
-        for tp in committed:
-            low, high = self._watermarks(tp)
-            lag += high - (tp.offset if tp.offset >= 0 else low)
-        return lag
-
-    def _workers(self) -> list[PartitionView]:
+    def _workers(
+        self, parts: dict[str, list[TopicPartition]], offsets: Offsets
+    ) -> list[PartitionView]:
         """Each frontier partition's owner in the workers' group, and its two input lags."""
         group = admin.app_id(self.settings)
         owners = self._owners(group)
-        frontier, outcomes = self._partitions("frontier"), self._partitions("outcomes")
+        frontier, outcomes = parts["frontier"], parts["outcomes"]
         committed = self._committed(group, [*frontier, *outcomes])
         views = []
         for f, o in zip(frontier, outcomes, strict=False):
@@ -199,7 +233,7 @@ class StatusReader:
             o_at = committed.get((o.topic, o.partition), TopicPartition(o.topic, o.partition))
             views.append(
                 PartitionView(
-                    f.partition, owners.get(f.partition), self._lag([f_at]), self._lag([o_at])
+                    f.partition, owners.get(f.partition), _lag(f_at, offsets), _lag(o_at, offsets)
                 )
             )
         return views
@@ -238,6 +272,12 @@ class StatusReader:
         future = self._client().list_consumer_group_offsets(request, request_timeout=self.timeout)
         result = future[group].result(timeout=self.timeout + 1)
         return {(tp.topic, tp.partition): tp for tp in result.topic_partitions or []}
+
+
+def _lag(committed: TopicPartition, offsets: Offsets) -> int:
+    """Messages of a partition past its committed offset (from the log start where none)."""
+    low, high = offsets[(committed.topic, committed.partition)]
+    return high - (committed.offset if committed.offset >= 0 else low)
 
 
 def summarize(records: list[PartitionCounts], sink_lag: int | None, at: float) -> Snapshot:
