@@ -229,7 +229,23 @@ class Cluster:
                 time.sleep(2.0)
                 return self.states()
             time.sleep(2.0)
-        raise AssertionError(f"only {len(states)}/{expected} URLs reached a terminal state")
+        raise AssertionError(
+            f"only {len(states)}/{expected} URLs reached a terminal state\n{self.diagnosis()}"
+        )
+
+    def diagnosis(self, lines: int = 12) -> str:
+        """What a stalled crawl's failure should show: the frontier's counts as ``status``
+        reads them from Kafka (ahead of Cassandra's states: the sink lags; level: the frontier
+        stalled) and the last warnings and errors of each worker's log."""
+        parts = []
+        status = cli(self.env, "status", "--json", timeout=60)
+        parts.append(f"status --json (exit {status.returncode}): {status.stdout}{status.stderr}")
+        for log in sorted(self.tmp.glob("*.log")):
+            text = log.read_text(errors="replace").splitlines()
+            worse = [line for line in text if "WARNING" in line or "ERROR" in line]
+            parts.append(f"{log.name}: {len(text)} lines, last warnings and errors:")
+            parts += [f"  {line[:400]}" for line in worse[-lines:]]
+        return "\n".join(parts)
 
 
 @dataclass

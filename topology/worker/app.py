@@ -58,6 +58,7 @@ from streamcrawl.topology.worker.internals import (
     fetch_worker_in_windows,
     read_offset,
     refresh_metadata,
+    seek_uncommitted_to_start,
 )
 from streamcrawl.topology.worker.rebalance import RebalanceGate
 from streamcrawl.topology.worker.recovery_watch import RecoveryWatch
@@ -312,7 +313,9 @@ def _add_frontier_agent(
     async def apply_frontier(stream: Any) -> None:
         # Batches of what is buffered, acknowledged once durable (topology/worker/batching.py); an
         # event the stream skipped is never acknowledged (topology/worker/acks.py).
-        refuse_untracked_acks(app.consumer, {frontier_topic, topic_name(settings, "outcomes")})
+        inputs = {frontier_topic, topic_name(settings, "outcomes")}
+        refuse_untracked_acks(app.consumer, inputs)
+        seek_uncommitted_to_start(app.consumer, inputs)
         await run_batches(
             stream,
             frontier,

@@ -24,6 +24,10 @@ reaches, and why no public API does it:
   only on its own schedule.
 - Faust ``Consumer.ack`` replaced on the worker's consumer (``replace_ack``, for
   ``topology.worker.acks``): Faust has no hook for an acknowledgement it should refuse.
+- Faust ``Consumer.perform_seek`` wrapped on the worker's consumer (``seek_uncommitted_to_start``):
+  after a recovery it seeks only partitions with a committed offset above 0 (aiokafka's
+  ``seek_to_committed``), so an event of a partition that never had a commit, read and skipped
+  by the stream during the recovery, was never read again.
 - Faust ``Store._get`` and ``rocksdb.Store._dbs``: a table read in one store lookup
   (``store_get``, for ``topology.worker.table_reads``), and the open databases of a store
   (``store_databases``, for ``topology.worker.table_stores``); ``Table._new_store_by_url``,
@@ -185,6 +189,33 @@ def replace_ack(consumer: Any, ack: Callable[[Any], bool]) -> None:
     messages call ``consumer.ack(message)`` (``Message.on_final_ack``) through the instance,
     so this one sees every acknowledgement and may refuse it (return False)."""
     consumer.ack = ack
+
+
+def seek_uncommitted_to_start(consumer: Any, topics: set[str]) -> None:
+    """After each seek that ends a recovery (Faust's ``Consumer.perform_seek``, called through
+    the instance), seek the partitions of ``topics`` with no committed offset (or 0) to their
+    log start, as their committed ones are sought.
+
+    Faust's stream skips, unacknowledged, the events it reads while a recovery holds its flow
+    (``topology.worker.acks``), counting on that seek to read them again; aiokafka's
+    ``seek_to_committed`` leaves a partition without a commit where it was read up to. Seen
+    after ``admin reshard``: the event at offset 0 of each new ``outcomes`` partition was read
+    during the first recovery and never again, so no catch-up marker after it counted and the
+    partition's origins were never dispatched."""
+    perform_seek = consumer.perform_seek
+    if getattr(perform_seek, "seeks_uncommitted", False):
+        return  # installed already (the agent restarted)
+
+    async def seek() -> None:
+        await perform_seek()
+        committed = consumer._committed_offset  # set by that seek; 0 and none read as None
+        fresh = [tp for tp in consumer.assignment() if tp.topic in topics and not committed.get(tp)]
+        if fresh:
+            starts = await consumer.earliest_offsets(*fresh)
+            await consumer.seek_wait({tp: int(starts[tp]) for tp in fresh})
+
+    seek.seeks_uncommitted = True  # type: ignore[attr-defined]
+    consumer.perform_seek = seek
 
 
 def store_get(table: Any) -> Callable[[bytes], bytes | None]:
