@@ -8,7 +8,7 @@ the schema version; readers reject versions they do not know.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -39,7 +39,11 @@ from msgspec import Meta
 # selectors, and ``Page.data``, what they matched; ``CrawlPolicy.main_text`` (``--text``) and
 # ``Page.main_text``/``language``; a v1-v5 spec extracts nothing and a v1-v5 page has ``data``,
 # ``main_text`` and ``language`` null.
-SCHEMA_VERSION = 6
+# v7: crawl plugins (docs/plugins.md): ``CrawlPolicy.plugins``, the plugins a crawl runs by name
+# with their arguments, and ``Page.plugin_errors``, what a plugin that raised or ran past its
+# time budget left in the record; a page extractor's object in ``Page.data`` under its name.
+# v1-v6 records are still accepted (a crawl that runs no plugin, a page without plugin errors).
+SCHEMA_VERSION = 7
 
 
 class TerminalState(enum.StrEnum):
@@ -115,6 +119,13 @@ MAX_EXTRACT_CHARS = 4_096
 MAX_EXTRACT_VALUES = 256
 MAX_DATA_BYTES = 65_536
 DATA_TRUNCATED = "_truncated"
+# Plugins (v7, docs/plugins.md): at most MAX_PLUGINS per crawl, each one's arguments at most
+# MAX_PLUGIN_ARGS_BYTES of JSON (checked when the crawl's rules compile, ``CrawlRules``); a page
+# record keeps at most MAX_PLUGIN_ERRORS errors of at most MAX_PLUGIN_ERROR_CHARS each.
+MAX_PLUGINS = 16
+MAX_PLUGIN_ARGS_BYTES = 8_192
+MAX_PLUGIN_ERRORS = 32
+MAX_PLUGIN_ERROR_CHARS = 500
 
 CrawlId = Annotated[
     str,
@@ -166,11 +177,28 @@ ExtractName = Annotated[
 ]
 ExtractText = Annotated[str, Meta(max_length=MAX_EXTRACT_CHARS)]
 # One value of Page.data: a string (first match), a list of strings (``all``), null (no
-# match), or ``true`` under DATA_TRUNCATED.
+# match), ``true`` under DATA_TRUNCATED, or (v7) a page extractor plugin's JSON object under the
+# plugin's name (docs/plugins.md; the whole ``data`` stays within MAX_DATA_BYTES).
 ExtractValue = (
-    ExtractText | Annotated[list[ExtractText], Meta(max_length=MAX_EXTRACT_VALUES)] | bool | None
+    ExtractText
+    | Annotated[list[ExtractText], Meta(max_length=MAX_EXTRACT_VALUES)]
+    | bool
+    | dict[str, Any]
+    | None
 )
-PageData = Annotated[dict[ExtractName, ExtractValue], Meta(max_length=MAX_EXTRACTORS + 1)]
+PageData = Annotated[
+    dict[ExtractName, ExtractValue], Meta(max_length=MAX_EXTRACTORS + MAX_PLUGINS + 1)
+]
+# A plugin's name: its entry point's in the ``streamcrawl.plugins`` group (v7), and the key of a
+# page extractor's object in Page.data.
+PluginName = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$",
+        description="1-64 letters, digits, '_', '.' or '-', starting with a letter or '_'",
+    ),
+]
+PluginError = Annotated[str, Meta(max_length=MAX_PLUGIN_ERROR_CHARS)]
 
 
 class RequestHeader(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -206,6 +234,15 @@ class Extractor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     name: ExtractName
     selector: Annotated[str, Meta(min_length=1, max_length=MAX_SELECTOR_CHARS)]
     all: bool = False
+
+
+class PluginSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A plugin a crawl runs (v7; docs/plugins.md): the name of its entry point in the
+    ``streamcrawl.plugins`` group and its arguments, a JSON object the plugin's own schema
+    checks (at most MAX_PLUGIN_ARGS_BYTES of JSON)."""
+
+    name: PluginName
+    args: dict[str, Any] = {}
 
 
 class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -302,6 +339,9 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     extract: Annotated[tuple[Extractor, ...], Meta(max_length=MAX_EXTRACTORS)] = ()
     # v6, ``--text``: each page record keeps its main text and language (``Page.main_text``).
     main_text: bool = False
+    # v7, ``--plugin NAME[=JSON]`` (docs/plugins.md): plugins run in this order, after the
+    # built-in rules, which they cannot loosen.
+    plugins: Annotated[tuple[PluginSpec, ...], Meta(max_length=MAX_PLUGINS)] = ()
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -522,6 +562,9 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     # the crawl does not keep it, or the page has none (or is noindex).
     main_text: Annotated[str, Meta(max_length=MAX_MAIN_TEXT_CHARS)] | None = None
     language: Annotated[str, Meta(max_length=8)] | None = None
+    # v7 (docs/plugins.md): "NAME: error" of each plugin call that raised or ran past its
+    # time budget on this page (its result dropped; the page went out all the same).
+    plugin_errors: Annotated[tuple[PluginError, ...], Meta(max_length=MAX_PLUGIN_ERRORS)] = ()
 
 
 class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,6 +18,7 @@ from streamcrawl.schemas.records import (
     MAX_EXTRACT_VALUES,
     MAX_EXTRACTORS,
     MAX_PAGE_LINKS,
+    MAX_PLUGINS,
     MAX_REL_CHARS,
     MAX_REL_TOKENS,
     MAX_SELECTOR_CHARS,
@@ -33,6 +34,7 @@ from streamcrawl.schemas.records import (
     Outcome,
     Outlink,
     Page,
+    PluginSpec,
     TerminalState,
     UrlRef,
     UrlStatus,
@@ -49,6 +51,11 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
             crawl_id="c3", seeds=("https://example.org/",),
             extract=(Extractor(name="price", selector=".price::text"),
                      Extractor(name="tags", selector="a[rel=tag]::attr(href)", all=True)),
+        ),
+        CrawlPolicy(
+            crawl_id="c4", seeds=("https://example.org/",),
+            plugins=(PluginSpec(name="max_query_params", args={"max": 2}),
+                     PluginSpec(name="json_links")),
         ),
     ],
     "frontier": [
@@ -191,8 +198,8 @@ def test_earlier_versions_stay_published_and_their_records_still_decode(
     assert decode(topic, json.dumps(value)) == msgspec.structs.replace(SAMPLES[topic][0], v=version)
 
 
-def test_versions_1_to_6_are_accepted() -> None:
-    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5, 6] and SCHEMA_VERSION == 6
+def test_versions_1_to_7_are_accepted() -> None:
+    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5, 6, 7] and SCHEMA_VERSION == 7
 
 
 @pytest.mark.parametrize("version", [v for v in FROZEN if v < 3])
@@ -248,6 +255,17 @@ def test_more_links_than_the_bound_are_refused() -> None:
         decode("pages", json.dumps(value))
 
 
+def test_a_page_extractor_plugins_object_is_data_of_a_v7_page() -> None:
+    """v7: a page extractor plugin's JSON object sits in ``data`` under the plugin's name, and
+    the errors of plugins that failed on the page are listed (docs/plugins.md)."""
+    data = {"title": "T", "prices": {"amount": 12.5, "currency": "EUR", "seen": [1, 2]}}
+    errors = ["price: ValueError: no price"]
+    value = json.loads(encode(SAMPLES["pages"][2])) | {"data": data, "plugin_errors": errors}
+    jsonschema.validate(value, load_schema("pages"), jsonschema.Draft202012Validator)
+    page = decode("pages", json.dumps(value))
+    assert page.data == data and page.plugin_errors == tuple(errors)
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -255,9 +273,9 @@ def test_more_links_than_the_bound_are_refused() -> None:
         {"x": ["y"] * (MAX_EXTRACT_VALUES + 1)},
         {"x": ["y" * (MAX_EXTRACT_CHARS + 1)]},
         {"x": 1},
-        {"x": {"y": "z"}},
+        {"x": [{"y": "z"}]},
         {"1x": "y"},
-        {f"x{i}": None for i in range(MAX_EXTRACTORS + 2)},
+        {f"x{i}": None for i in range(MAX_EXTRACTORS + MAX_PLUGINS + 2)},
     ],
 )
 def test_page_data_outside_its_bounds_is_refused_by_decoder_and_schema(
@@ -331,8 +349,8 @@ def test_unknown_version_is_rejected_by_decoder_and_schema(topic: str) -> None:
 
 
 def test_unknown_version_wins_over_a_shape_error() -> None:
-    with pytest.raises(BadMessage, match="unknown schema version v=7"):
-        decode("pages", b'{"v": 7, "url": 1}')
+    with pytest.raises(BadMessage, match="unknown schema version v=99"):
+        decode("pages", b'{"v": 99, "url": 1}')
 
 
 @pytest.mark.parametrize(
