@@ -23,6 +23,7 @@ from streamcrawl.agents.frontier.records import decode_origin
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.plugins.registry import Registry
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.fetch_service import FetchService
@@ -60,9 +61,10 @@ class AgentsCrawl:
     metrics: Metrics = field(default_factory=Metrics)
     # The process's network (proxy, credentials); default: loopback allowed, nothing else.
     network: Network = field(default_factory=lambda: Network(guard=LOOPBACK_GUARD))
+    plugins: Registry | None = None  # where the crawl's plugins are found (docs/plugins.md)
 
     def __post_init__(self) -> None:
-        self.rules = CrawlRules.from_policy(self.policy)
+        self.rules = CrawlRules.from_policy(self.policy, self.plugins, missing_ok=True)
         self.store = TableStore({}, {}, {})
         self.view = SharedView(
             None,  # type: ignore[arg-type]
@@ -70,6 +72,7 @@ class AgentsCrawl:
             "t.budget",
             self.metrics,
             refresh_metadata=refresh_metadata,
+            plugins=self.plugins,
         )
         self.view.policies[self.policy.crawl_id] = self.policy
         self._inbox: asyncio.Queue[tuple[str, int, bytes]] = asyncio.Queue()

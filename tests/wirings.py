@@ -9,6 +9,7 @@ from pathlib import Path
 
 from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.plugins.registry import Registry
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import CrawlPolicy, Page
 from streamcrawl.topology.embedded.runner import EmbeddedCrawl
@@ -48,9 +49,11 @@ async def crawl_with_pages(
     tmp_path: Path,
     timeout: float = 60.0,
     network: Network | None = None,
+    plugins: Registry | None = None,
 ) -> tuple[dict[str, State], list[Page]]:
     """``crawl``, and the page records as the wiring hands them on, in order: the lines of
-    the embedded crawl's ``pages.jsonl``, the values the agents publish on ``pages``."""
+    the embedded crawl's ``pages.jsonl``, the values the agents publish on ``pages``.
+    ``plugins``: where the crawl's plugins are found (default: the installed ones)."""
     if wiring == "embedded":
         await EmbeddedCrawl(
             policy,
@@ -58,6 +61,7 @@ async def crawl_with_pages(
             state_dir=tmp_path / "state",
             concurrency=8,
             core=CrawlCore(network) if network is not None else None,
+            plugins=plugins,
         ).run()
         out: dict[str, State] = {}
         for line in (tmp_path / "out/urls.jsonl").read_text().splitlines():
@@ -70,7 +74,7 @@ async def crawl_with_pages(
         return out, [decode("pages", line) for line in lines]
     if network is None:
         network = Network(guard=LOOPBACK_GUARD)
-    agents = await AgentsCrawl(policy, network=network).run(timeout)
+    agents = await AgentsCrawl(policy, network=network, plugins=plugins).run(timeout)
     states = {
         url: State(str(s.state), s.last_error, s.attempts, s.depth)
         for url, s in agents.states().items()

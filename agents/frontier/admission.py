@@ -31,6 +31,7 @@ from streamcrawl.agents.frontier.statuses import (
     queued_mark,
 )
 from streamcrawl.agents.frontier.store import Changes
+from streamcrawl.agents.plugins.api import Source
 from streamcrawl.agents.policy.revisit import lastmod_forces
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.schemas.records import (
@@ -151,7 +152,8 @@ class Admitting:
     def _add_new(self, ref: UrlRef, url: str, key: bytes) -> None:
         """A URL not seen before: end it at admission (scope, budget, robots.txt) or queue it."""
         over_budget = self.budget is not None and self.queued >= self.budget
-        refusal = _refused(url, ref.depth, self.rules, over_budget)
+        source: Source = "link" if ref.parent is not None else "seed"
+        refusal = _refused(url, ref.depth, self.rules, over_budget, source)
         if refusal is None and _robots_denies(self.origin(), url, self.rules, self.now):
             refusal = TerminalState.ROBOTS_DENIED, None
         if refusal is not None:
@@ -201,11 +203,16 @@ def _listed_newer(lastmod: str | None, now: float, revisit: Revisit) -> bool:
 
 
 def _refused(
-    url: str, depth: int, rules: CrawlRules, over_budget: bool
+    url: str, depth: int, rules: CrawlRules, over_budget: bool, source: Source
 ) -> tuple[TerminalState, str | None] | None:
-    """(state, reason) of a new URL that ends at admission whatever its origin's state: out of
-    scope, or over the page budget; None: it may be queued."""
+    """(state, reason) of a new URL that ends at admission whatever its origin's state: a
+    crawl whose plugin this process lacks (failed), out of scope (the built-in scope, then the
+    crawl's URL filter plugins), or over the page budget; None: it may be queued."""
+    if rules.plugins.missing is not None:
+        return TerminalState.FAILED, rules.plugins.missing
     reason = rules.scope.check(url, depth)
+    if reason is None and rules.plugins.url_filters:
+        reason = rules.plugins.check(url, depth, source)
     if reason is not None:
         return TerminalState.OUT_OF_SCOPE, reason
     if over_budget:

@@ -17,6 +17,7 @@ from functools import partial
 
 import aiohttp
 import msgspec
+from selectolax.lexbor import LexborHTMLParser
 
 from streamcrawl.agents.content.extract import Data, extract, nothing
 from streamcrawl.agents.content.link_header import page_rels
@@ -32,6 +33,7 @@ from streamcrawl.agents.content.listings import (
 from streamcrawl.agents.content.maintext import MainText, main_text
 from streamcrawl.agents.content.outlinks import PageLinks, canonical_links, followed, record_links
 from streamcrawl.agents.content.parse import Link, parse_html, parse_tree
+from streamcrawl.agents.content.plugged import plugin_data, plugin_links
 from streamcrawl.agents.errors import ErrorClass, FetchError, FetchRetryable
 from streamcrawl.agents.frontier.revisits import GONE_STATUSES
 from streamcrawl.agents.frontier.scheduler import Dispatch
@@ -49,6 +51,7 @@ from streamcrawl.agents.net.reports import (
 )
 from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.net.robots_fetch import fetch_robots
+from streamcrawl.agents.plugins.api import PageView
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
 from streamcrawl.schemas.records import (
@@ -206,6 +209,9 @@ class Stages:
         return report
 
     async def _page(self, d: Dispatch) -> Report:
+        if d.rules.plugins.missing is not None:  # nothing is sent (docs/plugins.md)
+            error = d.rules.plugins.missing
+            return Report(page_outcome(d, TerminalState.FAILED, started=0.0, error=error))
         request = self.network.request(d)
         if isinstance(request, str):  # the process lacks the credential: nothing is sent
             error = f"{ErrorClass.MISSING_CREDENTIAL}: {request}"
@@ -263,6 +269,8 @@ class Stages:
             return TerminalState.REDIRECTED
         if rules.scope.check(canon.url, entry.depth) is not None:
             return TerminalState.OUT_OF_SCOPE
+        if rules.plugins.url_filters and rules.plugins.check(canon.url, entry.depth, "redirect"):
+            return TerminalState.OUT_OF_SCOPE
         if d.robots is not None and not d.robots.allowed(canon.url, rules.policy.user_agent):
             return TerminalState.ROBOTS_DENIED
         if canon.url != entry.url and self.seen(entry.crawl_id, canon.url):
@@ -309,6 +317,12 @@ class Stages:
         )
         if policy.follow_canonical and canon is not None and canon.url != final_url:
             follow, feeds = [canon], ()  # the canonical is crawled instead of these links
+        elif (
+            rules.plugins.link_extractors
+            and doc.view is not None
+            and "nofollow" not in doc.directives
+        ):
+            follow = plugin_links(rules, doc.view, follow, found, doc.plugin_errors)
         batches = link_batches(entry.crawl_id, rules, follow, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)
         if feeds:
@@ -347,6 +361,8 @@ class _Document:
     canonical: str | None
     data: Data | None = None
     main: MainText | None = None
+    view: PageView | None = None  # what the crawl's plugins read (None: it has none)
+    plugin_errors: list[str] = field(default_factory=list)
 
 
 def _read_document(d: Dispatch, result: FetchResult) -> _Document:
@@ -360,6 +376,7 @@ def _read_document(d: Dispatch, result: FetchResult) -> _Document:
     doc = _Document(None, result.final_url, [], header.follow, (), directives, header.canonical)
     if result.text is None:
         doc.data = nothing(extractors) if extractors else None
+        _plug(d, result, doc, None)
         return doc
     tree = parse_tree(result.text, result.final_url)
     parsed = parse_html(result.text, result.final_url, product_token=d.rules.token, parsed=tree)
@@ -372,7 +389,20 @@ def _read_document(d: Dispatch, result: FetchResult) -> _Document:
         doc.data = extract(extractors, tree, result.final_url)
     if policy.main_text:
         doc.main = main_text(result.text, result.final_url, max_chars=MAX_MAIN_TEXT_CHARS)
+    _plug(d, result, doc, tree.tree)
     return doc
+
+
+def _plug(d: Dispatch, result: FetchResult, doc: _Document, tree: LexborHTMLParser | None) -> None:
+    """The page as the crawl's plugins see it, and its page extractors' data (docs/plugins.md)."""
+    plugins = d.rules.plugins
+    if not (plugins.link_extractors or plugins.page_extractors):
+        return
+    view = PageView(
+        result.final_url, result.status, result.headers, result.text, tree, doc.base, doc.data
+    )
+    doc.view = view
+    doc.data = plugin_data(d.rules, view, doc.data, doc.plugin_errors)
 
 
 def _page_record(
@@ -416,6 +446,7 @@ def _page_record(
         # Index content, as the body is: a noindex page keeps neither.
         main_text=doc.main.text if doc.main is not None and not noindex else None,
         language=doc.main.language if doc.main is not None and not noindex else None,
+        plugin_errors=tuple(doc.plugin_errors),
     )
 
 

@@ -11,6 +11,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.plugins.chain import Plugins, compile_plugins
+from streamcrawl.agents.plugins.registry import Registry, installed
 from streamcrawl.agents.policy.extractors import Compiled, compile_extractors
 from streamcrawl.agents.policy.requests import RequestPlan
 from streamcrawl.agents.policy.revisit import RevisitPolicy
@@ -33,21 +35,36 @@ class CrawlRules:
     requests: RequestPlan = field(default_factory=lambda: RequestPlan(common={}))
     # What fills each page record's ``data`` (docs/extraction.md); none: ``data`` is null.
     extractors: tuple[Compiled, ...] = ()
+    # The crawl's plugins, built, in its order (docs/plugins.md); ``plugins.missing``: the
+    # error of one this process lacks (only with ``missing_ok``).
+    plugins: Plugins = field(default_factory=Plugins)
     _robots: OrderedDict[str, tuple[float, int | None, RobotsRules]] = field(
         default_factory=OrderedDict
     )
     robots_cache_size: int = 4096
 
     @classmethod
-    def from_policy(cls, policy: CrawlPolicy) -> CrawlRules:
+    def from_policy(
+        cls, policy: CrawlPolicy, registry: Registry | None = None, *, missing_ok: bool = False
+    ) -> CrawlRules:
         """``ConfigError`` (one line) if the policy's revisit bounds do not hold, a request
-        option is one a crawl may not have (``agents/policy/requests.py``), or an extractor is
-        malformed (``agents/policy/extractors.py``)."""
+        option is one a crawl may not have (``agents/policy/requests.py``), an extractor is
+        malformed (``agents/policy/extractors.py``), or a plugin is not in ``registry``
+        (default: the installed entry points) or refuses its arguments
+        (``agents/plugins/chain.py``). With ``missing_ok`` a plugin not installed is no error:
+        the rules carry it in ``plugins.missing``."""
         try:
             revisit = RevisitPolicy.from_policy(policy)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         scope = Scope.from_policy(policy)
+        extractors = compile_extractors(policy.extract)
+        plugins = compile_plugins(
+            policy.plugins,
+            registry if registry is not None else installed(),
+            taken=frozenset(e.name for e in extractors),
+            missing_ok=missing_ok,
+        )
         return cls(
             policy=policy,
             canonicalizer=Canonicalizer(CanonicalOptions.from_policy(policy)),
@@ -55,7 +72,8 @@ class CrawlRules:
             token=product_token(policy.user_agent),
             revisit=revisit,
             requests=RequestPlan.from_policy(policy, scope),
-            extractors=compile_extractors(policy.extract),
+            extractors=extractors,
+            plugins=plugins,
         )
 
     def robots(self, state: OriginState) -> RobotsRules | None:

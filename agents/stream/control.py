@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from mode import Service
 
 from streamcrawl.agents.errors import ConfigError
+from streamcrawl.agents.plugins.registry import Registry
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.connection import KafkaConnection
 from streamcrawl.agents.stream.metrics import Metrics
@@ -57,9 +58,11 @@ class SharedView(Service):
         tune_consumer: Callable[[AIOKafkaConsumer], None] = lambda _consumer: None,
         *,
         refresh_metadata: Callable[[AIOKafkaConsumer], Awaitable[None]],
+        plugins: Registry | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.plugins = plugins  # None: the installed entry points (docs/plugins.md)
         self.connection = connection
         self.tune_consumer = tune_consumer  # called with the consumer once it started
         self.refresh_metadata = refresh_metadata
@@ -82,7 +85,21 @@ class SharedView(Service):
             return None
         rules = self._rules.get(crawl_id)
         if rules is None or rules.policy is not policy:
-            rules = self._rules[crawl_id] = CrawlRules.from_policy(policy)
+            rules = self._rules[crawl_id] = self._compile(policy)
+        return rules
+
+    def _compile(self, policy: CrawlPolicy) -> CrawlRules:
+        """The crawl's rules; a plugin this worker lacks does not refuse the spec (another
+        worker may have it): its rules end the crawl's URLs ``failed`` with ``missing_plugin``,
+        said here once per spec (docs/plugins.md)."""
+        rules = CrawlRules.from_policy(policy, self.plugins, missing_ok=True)
+        if rules.plugins.missing is not None:
+            log.error(
+                "crawl %s: %s: its URLs end failed on this worker (docs/plugins.md)",
+                policy.crawl_id,
+                rules.plugins.missing,
+                extra={"crawl_id": policy.crawl_id},
+            )
         return rules
 
     async def wait_rules(self, crawl_id: str, timeout: float) -> CrawlRules | None:
@@ -188,7 +205,7 @@ class SharedView(Service):
             return True
         try:
             policy: CrawlPolicy = decode("control", value)
-            rules = CrawlRules.from_policy(policy)
+            rules = self._compile(policy)
         except (BadMessage, ConfigError) as exc:
             # Refused, never applied: the crawl keeps the last spec it had, if any.
             self.metrics.bad_messages.labels("control").inc()

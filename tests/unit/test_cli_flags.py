@@ -185,6 +185,7 @@ BASE = {
     "admin": ["admin", "create-topics"],
     "warc": ["warc", "--out", "/x/warc"],
     "index": ["warc", "index", tempfile.gettempdir()],
+    "test": ["plugin", "test", "nope", "page.html"],  # `plugin test`
 }
 INDEX_FILE = Path(tempfile.gettempdir()) / "streamcrawl-test-flags.cdxj"
 
@@ -291,6 +292,9 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
         policy("extract"),
         (Extractor(name="tags", selector="a.tag::attr(href)", all=True),),
     ),
+    # No plugin is installed here: the crawl's rules look it up (tests/unit/test_plugins.py
+    # has a crawl with plugins).
+    "--plugin": (["--plugin", "nope"], lambda seen: "plugin nope is not" in seen["stderr"], True),
 }
 
 PROXY = ["--proxy", "http://127.0.0.1:3128"]
@@ -449,6 +453,16 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         3,
     ),
 }
+CASES[("test", "--args")] = (
+    ["--args", "{"],
+    lambda seen: "its arguments are not JSON" in seen["stderr"],
+    True,
+)
+CASES[("test", "--url")] = (
+    ["--url", "ftp://x/"],
+    lambda seen: "--url must be an http(s) URL" in seen["stderr"],
+    True,
+)
 for _command in POLICY_COMMANDS:
     for _flag, _case in POLICY_FLAGS.items():
         CASES[(_command, _flag)] = _case

@@ -158,6 +158,7 @@ LAYERS = {
     "streamcrawl.schemas": "schemas",
     "streamcrawl.agents.urls": "urls",
     "streamcrawl.agents.robots": "robots",
+    "streamcrawl.agents.plugins": "plugins",
     "streamcrawl.agents.policy": "policy",
     "streamcrawl.agents.content": "content",
     "streamcrawl.agents.frontier": "frontier",
@@ -176,7 +177,7 @@ LAYERS = {
 }
 
 _BASE = {"core", "schemas"}
-_PURE = _BASE | {"urls", "robots", "policy", "content"}
+_PURE = _BASE | {"urls", "robots", "plugins", "policy", "content"}
 _STAGES = _PURE | {"frontier", "net", "sinks"}
 # Which layers each layer may import (besides itself): the stages bottom-up, then the wiring.
 MAY_IMPORT: dict[str, set[str]] = {
@@ -184,9 +185,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "schemas": set(),
     "urls": _BASE,
     "robots": _BASE | {"urls"},
-    "policy": _BASE | {"urls", "robots"},
-    "content": _BASE | {"urls", "robots", "policy"},
-    "frontier": _BASE | {"urls", "robots", "policy"},
+    "plugins": _BASE,
+    "policy": _BASE | {"urls", "robots", "plugins"},
+    "content": _BASE | {"urls", "robots", "plugins", "policy"},
+    "frontier": _BASE | {"urls", "robots", "plugins", "policy"},
     "net": _PURE | {"frontier"},
     "sinks": _BASE,
     "cassandra": _BASE | {"sinks"},

@@ -110,6 +110,7 @@ NO_FLAG = {
     "keep_versions",  # seed's own --keep-versions (tests/unit/test_cli_flags.py)
     "warc",  # seed's --warc, crawl's --warc DIR: own flags (tests/unit/test_cli_flags.py)
     "cookie_presets",  # --cookie-for: test_a_cookie_preset_turns_the_jar_on
+    "plugins",  # --plugin needs a plugin to name: tests/unit/test_plugins.py
 }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from streamcrawl.agents.errors import ConfigError, CrawlError, InvalidURL
 from streamcrawl.topology.cli import kafka_args as commands
 from streamcrawl.topology.cli.crawl import add_crawl_flags, cmd_crawl
 from streamcrawl.topology.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser
+from streamcrawl.topology.cli.plugins import add_plugin_command, cmd_plugin
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     _crawl_command(sub)
     _demo_command(sub)
     commands.add_kafka_commands(sub)
+    add_plugin_command(sub)
     return parser
 
 
@@ -66,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streamcrawl.topology.cli.demo import run_demo
 
             return run_demo(args)
+        if args.command == "plugin":
+            return cmd_plugin(args)
         return commands.run(args)
     except (ConfigError, InvalidURL) as exc:
         print(f"streamcrawl: error: {exc}", file=sys.stderr)

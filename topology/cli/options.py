@@ -18,10 +18,18 @@ import msgspec
 
 from streamcrawl.agents.errors import ConfigError, InvalidURL
 from streamcrawl.schemas.codec import BadMessage, check
-from streamcrawl.schemas.records import DEFAULT_USER_AGENT, CrawlId, CrawlPolicy, Extractor
+from streamcrawl.schemas.records import (
+    DEFAULT_USER_AGENT,
+    CrawlId,
+    CrawlPolicy,
+    Extractor,
+    PluginName,
+    PluginSpec,
+)
 
 if TYPE_CHECKING:
     from streamcrawl.agents.net.network import Network
+    from streamcrawl.agents.plugins.registry import Registry
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -115,6 +123,28 @@ def _extractor(text: str) -> Extractor:
         return parse_extractor(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_plugin(text: str) -> PluginSpec:
+    """``NAME`` or ``NAME=JSON`` (a JSON object: the plugin's arguments) -> a ``PluginSpec``;
+    ``argparse.ArgumentTypeError`` (one line) if malformed. Whether the plugin is installed and
+    takes these arguments is the crawl's rules' check (``policy_from_args``)."""
+    name, eq, raw = text.partition("=")
+    try:
+        name = msgspec.convert(name.strip(), PluginName)
+    except msgspec.ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"plugin name {name[:80]!r} must be 1-64 letters, digits, '_', '.' or '-'"
+        ) from None
+    try:
+        args = msgspec.json.decode(raw) if eq else {}
+    except msgspec.DecodeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"plugin {name}: its arguments are not JSON: {exc}"
+        ) from None
+    if not isinstance(args, dict):
+        raise argparse.ArgumentTypeError(f"plugin {name}: its arguments must be a JSON object")
+    return PluginSpec(name=name, args=args)
 
 
 def _regex(text: str) -> str:
@@ -272,6 +302,16 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         "element's text, or SELECTOR::attr(NAME); NAME=all:SELECTOR for every match "
         "(repeatable, at most 32; docs/extraction.md)",
     )
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        type=parse_plugin,
+        metavar="NAME[=JSON]",
+        help="run the installed plugin NAME, with the arguments JSON (an object), after the "
+        "built-in rules; plugins run in the order given (repeatable, at most 16; "
+        "docs/plugins.md)",
+    )
     add_request_flags(p)
 
 
@@ -349,9 +389,13 @@ def request_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: str) -> CrawlPolicy:
+def policy_from_args(
+    args: argparse.Namespace, seeds: Sequence[str], crawl_id: str, registry: Registry | None = None
+) -> CrawlPolicy:
     """Build and validate the crawl policy; raises ``InvalidURL`` for a bad seed and
-    ``ConfigError`` for a spec outside the record's bounds (e.g. too many ``--allow-host``)."""
+    ``ConfigError`` for a spec outside the record's bounds (e.g. too many ``--allow-host``), or
+    a ``--plugin`` that ``registry`` (default: the installed entry points) lacks or that
+    refuses its arguments."""
     if not seeds and not args.sitemap:
         raise ConfigError("a URL to crawl (or a --sitemap URL) is required")
     if args.sitemap and args.no_sitemaps:
@@ -370,6 +414,7 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         sitemap_seeds=_canonical(args.sitemap, "sitemap"),
         recrawl_mode=args.recrawl_mode,
         extract=tuple(args.extract),
+        plugins=tuple(args.plugin),
         **numbers,
         **switches,
         **request_fields(args),
@@ -380,7 +425,8 @@ def policy_from_args(args: argparse.Namespace, seeds: Sequence[str], crawl_id: s
         raise ConfigError(str(exc)) from None
     from streamcrawl.agents.policy.rules import CrawlRules
 
-    CrawlRules.from_policy(policy)  # ConfigError: revisit bounds, request options, extractors
+    # ConfigError: revisit bounds, request options, extractors, plugins
+    CrawlRules.from_policy(policy, registry)
     if policy.recrawl_after is None and any(
         getattr(args, f) is not None for f in ("recrawl_min", "recrawl_max", "recrawl_feed_min")
     ):

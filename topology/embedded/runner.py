@@ -32,6 +32,7 @@ from streamcrawl.agents.net.fetch import Resolver
 from streamcrawl.agents.net.guard import AddressGuard, IPNetwork, seed_addresses
 from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.net.stages import Report, Stages
+from streamcrawl.agents.plugins.registry import Registry
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.sinks.files import JsonlOutput
 from streamcrawl.schemas.records import (
@@ -107,6 +108,7 @@ class EmbeddedCrawl:
         warc: Path | None = None,
         warc_max_size: int = 1 << 30,
         core: CrawlCore | None = None,
+        plugins: Registry | None = None,
     ) -> None:
         """``core``: the factory of the stages, over the process's network (proxy, credentials,
         SSRF guard); without it, one with the guard of ``allow_networks`` (non-public networks
@@ -114,14 +116,15 @@ class EmbeddedCrawl:
         tests), no proxy and no credentials. Either way the addresses the seeds' hosts resolve
         to at start are allowed too, so a local crawl works, but a link to any other non-public
         address is refused (``blocked``). ``warc``: the directory of the WARC archive of a
-        crawl with ``policy.warc`` (docs/warc.md)."""
+        crawl with ``policy.warc`` (docs/warc.md). ``plugins``: where the crawl's plugins are found
+        (default: the installed entry points; docs/plugins.md)."""
         if policy.warc and warc is None:
             raise ConfigError("a crawl that archives (policy.warc) needs a WARC directory")
         self.policy = policy
         if core is None:
             core = CrawlCore(Network(AddressGuard(allow_networks), resolver=resolver))
         self.core = core
-        self.rules = CrawlRules.from_policy(policy)
+        self.rules = CrawlRules.from_policy(policy, plugins)
         self.out_dir = out_dir
         self.concurrency = concurrency
         self.store = store if store is not None else RocksStore(state_dir / policy.crawl_id)
