@@ -43,6 +43,10 @@ from msgspec import Meta
 # with their arguments, and ``Page.plugin_errors``, what a plugin that raised or ran past its
 # time budget left in the record; a page extractor's object in ``Page.data`` under its name.
 # v1-v6 records are still accepted (a crawl that runs no plugin, a page without plugin errors).
+# v7, page assets (docs/assets.md): ``CrawlPolicy.assets`` (the types fetched), ``max_assets``
+# and ``asset_hosts``; the ``asset`` and ``stylesheet`` URL kinds (UrlRef, QueueEntry, Capture);
+# ``Page.assets``, the asset URLs a page needs. v1-v6 records are still accepted (a crawl that
+# fetches no asset; a page record that lists none).
 SCHEMA_VERSION = 7
 
 
@@ -126,6 +130,10 @@ MAX_PLUGINS = 16
 MAX_PLUGIN_ARGS_BYTES = 8_192
 MAX_PLUGIN_ERRORS = 32
 MAX_PLUGIN_ERROR_CHARS = 500
+# Page assets (v7, docs/assets.md): at most MAX_PAGE_ASSETS asset URLs in a page record
+# (agents/content/assets.py finds at most that many per page or stylesheet).
+MAX_PAGE_ASSETS = 500
+MAX_ASSETS = 10**12
 
 CrawlId = Annotated[
     str,
@@ -199,6 +207,8 @@ PluginName = Annotated[
     ),
 ]
 PluginError = Annotated[str, Meta(max_length=MAX_PLUGIN_ERROR_CHARS)]
+# What ``--assets`` fetches (v7, docs/assets.md).
+AssetType = Literal["css", "js", "images", "fonts", "media"]
 
 
 class RequestHeader(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -342,6 +352,13 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # v7, ``--plugin NAME[=JSON]`` (docs/plugins.md): plugins run in this order, after the
     # built-in rules, which they cannot loosen.
     plugins: Annotated[tuple[PluginSpec, ...], Meta(max_length=MAX_PLUGINS)] = ()
+    # v7, page assets (``--assets``, docs/assets.md): the types of asset fetched for each page
+    # (none: pages only); at most ``max_assets`` asset URLs queued (None: ten per page of
+    # ``max_pages``, unbounded without it), not counted in ``max_pages``; their hosts:
+    # ``asset_hosts`` None is any host, else the crawl's own hosts and these.
+    assets: Annotated[tuple[AssetType, ...], Meta(max_length=5)] = ()
+    max_assets: Annotated[int, Meta(ge=1, le=MAX_ASSETS)] | None = None
+    asset_hosts: Annotated[tuple[Host, ...], Meta(max_length=MAX_HOSTS)] | None = None
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -350,8 +367,9 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     state: CrawlRunState = "running"
 
 
-# What a queued URL is fetched as: a page (HTML), a sitemap or sitemap index, or a feed.
-UrlKind = Literal["page", "sitemap", "feed"]
+# What a queued URL is fetched as: a page (HTML), a sitemap or sitemap index, a feed, or (v7)
+# an asset of a page: a stylesheet (read for its own assets) or any other (not read).
+UrlKind = Literal["page", "sitemap", "feed", "asset", "stylesheet"]
 LastMod = Annotated[str, Meta(max_length=64)]
 ChangeFreq = Annotated[str, Meta(max_length=16)]
 
@@ -565,6 +583,10 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     # v7 (docs/plugins.md): "NAME: error" of each plugin call that raised or ran past its
     # time budget on this page (its result dropped; the page went out all the same).
     plugin_errors: Annotated[tuple[PluginError, ...], Meta(max_length=MAX_PLUGIN_ERRORS)] = ()
+    # v7, a crawl with ``assets``: the canonical URLs of the assets the page needs, of the
+    # crawl's types, in document order (docs/assets.md); each is a URL of the crawl with its
+    # own state in the status stream.
+    assets: Annotated[tuple[Url, ...], Meta(max_length=MAX_PAGE_ASSETS)] = ()
 
 
 class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -643,7 +665,7 @@ class OriginState(msgspec.Struct, kw_only=True):
 # v5: what the WARC writer needs of one fetch (docs/warc.md).
 Truncated = Literal["length", "time", "disconnect", "unspecified"]
 RevisitProfile = Literal["server-not-modified", "identical-payload-digest"]
-CaptureKind = Literal["page", "robots", "sitemap", "feed"]
+CaptureKind = Literal["page", "robots", "sitemap", "feed", "asset", "stylesheet"]
 
 
 class Exchange(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

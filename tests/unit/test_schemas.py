@@ -57,13 +57,24 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
             plugins=(PluginSpec(name="max_query_params", args={"max": 2}),
                      PluginSpec(name="json_links")),
         ),
+        CrawlPolicy(
+            crawl_id="c5", seeds=("https://example.org/",), assets=("css", "images"),
+            max_assets=100, asset_hosts=("cdn.example.net",),
+        ),
     ],
     "frontier": [
         FrontierBatch(
             crawl_id="c1", origin="https://example.org",
             urls=(UrlRef("https://example.org/a", 1, "https://example.org/"),
                   UrlRef("https://example.org/b", 2)),
-        )
+        ),
+        FrontierBatch(
+            crawl_id="c4", origin="https://cdn.example.net",
+            urls=(UrlRef("https://cdn.example.net/s.css", 1, "https://example.org/",
+                         "stylesheet"),
+                  UrlRef("https://cdn.example.net/i.png", 2, "https://cdn.example.net/s.css",
+                         "asset")),
+        ),
     ],
     "outcomes": [
         Outcome(
@@ -104,6 +115,13 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
             charset="utf-8", title="P", depth=0, fetched_at=1.0, elapsed_ms=1.0,
             body_sha256="0" * 64, body_bytes=5, outlinks=0, change="new",
             data={"price": "9,99 €", "tags": ["/t/a", "/t/b"], "sku": None, "_truncated": True},
+        ),
+        Page(
+            crawl_id="c4", url="https://example.org/", final_url="https://example.org/",
+            origin="https://example.org", status=200, headers={}, content_type="text/html",
+            charset="utf-8", title="A", depth=0, fetched_at=1.0, elapsed_ms=1.0,
+            body_sha256="0" * 64, body_bytes=5, outlinks=0,
+            assets=("https://cdn.example.net/s.css", "https://example.org/i.png"),
         ),
     ],
     "status": [
