@@ -31,18 +31,23 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from typing import Final, Literal, NamedTuple
+from typing import Final, NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from streamcrawl.agents.content.css import CssRefKind, css_refs
+from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.schemas.records import (
+    MAX_PAGE_ASSETS,
+    AssetType,
+    FrontierBatch,
+    UrlKind,
+    UrlRef,
+)
 
 log = logging.getLogger(__name__)
 
-AssetType = Literal["css", "js", "images", "fonts", "media"]
 ASSET_TYPES: Final[tuple[AssetType, ...]] = ("css", "js", "images", "fonts", "media")
-
-MAX_PAGE_ASSETS: Final = 500
 MAX_SRCSET_CANDIDATES: Final = 32
 MAX_SRCSET_CHARS: Final = 16 * 1024
 
@@ -193,3 +198,32 @@ def stylesheet_assets(
     ``url()``: fonts, other ``url()``: images), of ``types`` (None: all), at most ``limit``."""
     assets = (Asset(ref.url, _CSS_TYPES[ref.kind]) for ref in css_refs(text, limit))
     return _keep(assets, frozenset(ASSET_TYPES) if types is None else types, limit)
+
+
+def asset_batches(
+    rules: CrawlRules,
+    crawl_id: str,
+    assets: Iterable[Asset],
+    base: str,
+    parent: str,
+    depth: int,
+) -> tuple[list[FrontierBatch], list[str]]:
+    """``assets`` (found in ``parent``, resolved against ``base``) as frontier URLs at
+    ``depth``: one batch per origin, a stylesheet of kind ``stylesheet``, any other asset
+    ``asset``; and their distinct canonical URLs in order (``Page.assets``). Hrefs that do not
+    canonicalize (not http(s), too long) are left out, and so is ``parent`` itself."""
+    found = list(assets)
+    canons = rules.canonicalizer.each([asset.href for asset in found], base)
+    by_origin: dict[str, dict[str, UrlRef]] = {}
+    urls: dict[str, None] = {}
+    for asset, canon in zip(found, canons, strict=True):
+        if canon is None or canon.url == parent or canon.url in urls:
+            continue
+        urls[canon.url] = None
+        kind: UrlKind = "stylesheet" if asset.type == "css" else "asset"
+        by_origin.setdefault(canon.origin, {})[canon.url] = UrlRef(canon.url, depth, parent, kind)
+    batches = [
+        FrontierBatch(crawl_id=crawl_id, origin=origin, urls=tuple(refs.values()))
+        for origin, refs in by_origin.items()
+    ]
+    return batches, list(urls)

@@ -6,6 +6,11 @@ wrote, how many URLs it queued), and takes each URL through its steps: canonical
 then, if it was seen before, count it a duplicate, repeat the terminal status of a replayed
 event, move a revisit a sitemap lists as modified to the queue, or queue again what a crash
 lost; if it is new, end it at admission (scope, budget, robots.txt) or queue it.
+
+A page asset (``agents/policy/assets.py``) has its own scope (``Scope.check_asset``), depth
+bound and budget: the crawl's asset budget less the assets this store queued (``assets_key``;
+in the Kafka wiring each frontier partition's store counts its own), and it takes none of the
+page budget.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from streamcrawl.agents.frontier import queue, revisits
 from streamcrawl.agents.frontier.records import (
     admitted_count,
     admitted_key,
+    assets_count,
+    assets_key,
     load_origin,
     seen_key,
     store_origin,
@@ -32,6 +39,7 @@ from streamcrawl.agents.frontier.statuses import (
 )
 from streamcrawl.agents.frontier.store import Changes
 from streamcrawl.agents.plugins.api import Source
+from streamcrawl.agents.policy.assets import MAX_ASSET_DEPTH, asset_budget, is_asset
 from streamcrawl.agents.policy.revisit import lastmod_forces
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.schemas.records import (
@@ -55,6 +63,7 @@ class Admission:
     misrouted: dict[str, list[UrlRef]] = field(default_factory=dict)
     duplicates: int = 0
     invalid: int = 0
+    assets: int = 0  # page assets among ``queued`` (not in the page budget)
     moves: list[revisits.LaneMove] = field(default_factory=list)  # revisits that left lanes
     forced: int = 0  # revisits a sitemap's newer lastmod moved to the queue (not in queued)
     state: OriginState | None = None  # the origin's state after the batch; None: not read
@@ -75,6 +84,8 @@ class Admitting:
     # crawl is under way) neither reads nor decodes its origin's record.
     st: OriginState | None = None
     queued: int = 0
+    assets: int = 0  # page assets among ``queued``
+    assets_left: int | None = -1  # the asset budget left before this call; -1: not read yet
     marked: set[bytes] = field(default_factory=set)  # seen keys written by this call
 
     def origin(self) -> OriginState:
@@ -151,9 +162,8 @@ class Admitting:
 
     def _add_new(self, ref: UrlRef, url: str, key: bytes) -> None:
         """A URL not seen before: end it at admission (scope, budget, robots.txt) or queue it."""
-        over_budget = self.budget is not None and self.queued >= self.budget
         source: Source = "link" if ref.parent is not None else "seed"
-        refusal = _refused(url, ref.depth, self.rules, over_budget, source)
+        refusal = _refused(url, ref, self.rules, self._over_budget(ref), source)
         if refusal is None and _robots_denies(self.origin(), url, self.rules, self.now):
             refusal = TerminalState.ROBOTS_DENIED, None
         if refusal is not None:
@@ -167,19 +177,36 @@ class Admitting:
         self.ch.put(key, queued_mark(self.source, st.tail, ref.depth))
         self._push(st.tail, _entry(self.batch.crawl_id, url, ref))
 
+    def _over_budget(self, ref: UrlRef) -> bool:
+        """Whether queueing ``ref`` would pass its budget: the pages' or the assets'."""
+        if not is_asset(ref.kind):
+            return self.budget is not None and self.queued - self.assets >= self.budget
+        if self.assets_left == -1:
+            total = asset_budget(self.rules.policy)
+            used = assets_count(self.ch, self.batch.crawl_id)
+            self.assets_left = None if total is None else max(0, total - used)
+        return self.assets_left is not None and self.assets >= self.assets_left
+
     def _push(self, seq: int, entry: QueueEntry) -> None:
         """Queue ``entry`` at ``seq`` of the origin's queue, and count it."""
         self.result.queued.append((seq, entry))
         queue.push(self.ch, self.origin(), seq, entry)
         self.queued += 1
+        if is_asset(entry.kind):
+            self.assets += 1
 
     def finish(self, count_admitted: bool) -> Admission:
         """Store what the batch changed of the origin's state and of the admitted count."""
         if (self.queued or self.result.forced) and self.st is not None:
             store_origin(self.ch, self.st)
-        if self.queued and count_admitted:
-            total = admitted_count(self.ch, self.batch.crawl_id) + self.queued
-            self.ch.put(admitted_key(self.batch.crawl_id), str(total).encode())
+        crawl_id = self.batch.crawl_id
+        if self.queued > self.assets and count_admitted:
+            total = admitted_count(self.ch, crawl_id) + self.queued - self.assets
+            self.ch.put(admitted_key(crawl_id), str(total).encode())
+        if self.assets:  # in every wiring: the asset budget is this store's
+            total = assets_count(self.ch, crawl_id) + self.assets
+            self.ch.put(assets_key(crawl_id), str(total).encode())
+        self.result.assets = self.assets
         self.result.state = self.st
         return self.result
 
@@ -203,20 +230,25 @@ def _listed_newer(lastmod: str | None, now: float, revisit: Revisit) -> bool:
 
 
 def _refused(
-    url: str, depth: int, rules: CrawlRules, over_budget: bool, source: Source
+    url: str, ref: UrlRef, rules: CrawlRules, over_budget: bool, source: Source
 ) -> tuple[TerminalState, str | None] | None:
     """(state, reason) of a new URL that ends at admission whatever its origin's state: a
-    crawl whose plugin this process lacks (failed), out of scope (the built-in scope, then the
-    crawl's URL filter plugins), or over the page budget; None: it may be queued."""
+    crawl whose plugin this process lacks (failed), out of scope (the built-in scope, or an
+    asset's, then the crawl's URL filter plugins), or over the page (or asset) budget; None: it
+    may be queued."""
     if rules.plugins.missing is not None:
         return TerminalState.FAILED, rules.plugins.missing
-    reason = rules.scope.check(url, depth)
+    asset = is_asset(ref.kind)
+    if asset:
+        reason = "depth" if ref.depth > MAX_ASSET_DEPTH else rules.scope.check_asset(url)
+    else:
+        reason = rules.scope.check(url, ref.depth)
     if reason is None and rules.plugins.url_filters:
-        reason = rules.plugins.check(url, depth, source)
+        reason = rules.plugins.check(url, ref.depth, source)
     if reason is not None:
         return TerminalState.OUT_OF_SCOPE, reason
     if over_budget:
-        return TerminalState.CANCELLED, "max_pages"
+        return TerminalState.CANCELLED, "max_assets" if asset else "max_pages"
     return None
 
 

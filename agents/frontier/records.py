@@ -36,6 +36,11 @@ def admitted_key(crawl_id: str) -> bytes:
     return META + b"admitted\x00" + crawl_id.encode()
 
 
+def assets_key(crawl_id: str) -> bytes:
+    """Key of the page assets this store queued for the crawl (its asset budget)."""
+    return META + b"assets\x00" + crawl_id.encode()
+
+
 ORIGIN_MEMO = 256  # origins whose last record written or read is kept decoded
 
 
@@ -104,6 +109,11 @@ def copy_origin(st: OriginState) -> OriginState:
 
 def admitted_count(store: Store | Changes, crawl_id: str) -> int:
     raw = store.get(admitted_key(crawl_id))
+    return 0 if raw is None else int(raw)
+
+
+def assets_count(store: Store | Changes, crawl_id: str) -> int:
+    raw = store.get(assets_key(crawl_id))
     return 0 if raw is None else int(raw)
 
 

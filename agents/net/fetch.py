@@ -50,6 +50,7 @@ from streamcrawl.agents.net.response import (
     raise_for_status,
     read_body,
 )
+from streamcrawl.agents.policy.assets import ANY_TYPE
 from streamcrawl.agents.policy.requests import crawler_headers
 from streamcrawl.schemas.records import CrawlPolicy
 
@@ -415,7 +416,8 @@ async def _read_result(
         resp.close()
         return result(resp)
     media_type, header_charset = parse_content_type(resp.headers.get("Content-Type"))
-    if media_type is not None and media_type not in policy.content_types:
+    any_type = ANY_TYPE in policy.content_types  # an asset: whatever the page asked for
+    if media_type is not None and media_type not in policy.content_types and not any_type:
         resp.close()  # drop the connection instead of downloading what we will not use
         if recorder is not None:
             recorder.end(truncated="unspecified")  # the head only: its payload was not read
@@ -435,6 +437,8 @@ async def _read_result(
         return result(resp, content_type=media_type, stopped="too_large")
     if recorder is not None:
         recorder.end_read()
+    if media_type is None and any_type:
+        media_type = "application/octet-stream"
     if media_type is None:
         # No Content-Type: keep it only if it sniffs as HTML (what a browser would render).
         if not looks_like_html(body):

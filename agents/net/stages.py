@@ -19,6 +19,12 @@ import aiohttp
 import msgspec
 from selectolax.lexbor import LexborHTMLParser
 
+from streamcrawl.agents.content.assets import (
+    Asset,
+    asset_batches,
+    page_assets,
+    stylesheet_assets,
+)
 from streamcrawl.agents.content.extract import Data, extract, nothing
 from streamcrawl.agents.content.link_header import page_rels
 from streamcrawl.agents.content.listings import (
@@ -52,6 +58,7 @@ from streamcrawl.agents.net.reports import (
 from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.plugins.api import PageView
+from streamcrawl.agents.policy.assets import MAX_ASSET_DEPTH, asset_policy, is_asset
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
 from streamcrawl.schemas.records import (
@@ -237,11 +244,16 @@ class Stages:
         if previous is not None:
             validators = conditional_headers(previous.etag, previous.last_modified)
         started = time.time()
+        policy = rules.policy
+        if is_asset(entry.kind):
+            policy = asset_policy(policy)
+        elif entry.kind != "page":
+            policy = listing_policy(policy)
         try:
             result = await fetch(
                 self.session,
                 entry.url,
-                rules.policy if entry.kind == "page" else listing_policy(rules.policy),
+                policy,
                 hop_check=partial(self._hop_check, d, redirect_target),
                 hop_delay=d.rules.delay_for(d.robots),
                 validators=validators,
@@ -267,7 +279,11 @@ class Stages:
         if canon.origin != d.origin:
             redirect_target.append(canon.url)
             return TerminalState.REDIRECTED
-        if rules.scope.check(canon.url, entry.depth) is not None:
+        if is_asset(entry.kind):
+            out = rules.scope.check_asset(canon.url)
+        else:
+            out = rules.scope.check(canon.url, entry.depth)
+        if out is not None:
             return TerminalState.OUT_OF_SCOPE
         if rules.plugins.url_filters and rules.plugins.check(canon.url, entry.depth, "redirect"):
             return TerminalState.OUT_OF_SCOPE
@@ -285,6 +301,11 @@ class Stages:
         # A 304 answers our validators: the copy of the previous fetch is still the page.
         not_modified = result.status == 304 and previous is not None
         digest = None if not_modified else hashlib.sha256(result.body).hexdigest()
+        if is_asset(entry.kind):
+            return Report(
+                fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED),
+                batches=_asset_assets(d, result) if digest else [],
+            )
         if entry.kind != "page":  # a sitemap or a feed: its URLs, no page record
             batches = listed(rules, entry, result.body, result.final_url) if digest else []
             state = LISTING_STATES[entry.kind]
@@ -331,6 +352,12 @@ class Stages:
                 batches
                 + group(rules, entry.crawl_id, feed_links, doc.base, final_url, entry.depth + 1)
             )
+        assets: list[str] = []
+        if doc.assets:  # what the page needs to be seen, whatever its links' fate
+            more, assets = asset_batches(
+                rules, entry.crawl_id, doc.assets, doc.base, final_url, depth=1
+            )
+            batches = merge(batches + more)
         noindex = policy.honor_noindex and "noindex" in doc.directives
         page = _page_record(
             d,
@@ -342,6 +369,7 @@ class Stages:
             outlinks,
             canonical=canon.url if canon is not None else None,
             noindex=noindex,
+            assets=assets,
         )
         outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
         return Report(outcome, page, batches)
@@ -363,6 +391,7 @@ class _Document:
     main: MainText | None = None
     view: PageView | None = None  # what the crawl's plugins read (None: it has none)
     plugin_errors: list[str] = field(default_factory=list)
+    assets: list[Asset] = field(default_factory=list)
 
 
 def _read_document(d: Dispatch, result: FetchResult) -> _Document:
@@ -389,6 +418,8 @@ def _read_document(d: Dispatch, result: FetchResult) -> _Document:
         doc.data = extract(extractors, tree, result.final_url)
     if policy.main_text:
         doc.main = main_text(result.text, result.final_url, max_chars=MAX_MAIN_TEXT_CHARS)
+    if policy.assets:
+        doc.assets = page_assets(tree.tree, frozenset(policy.assets))
     _plug(d, result, doc, tree.tree)
     return doc
 
@@ -416,6 +447,7 @@ def _page_record(
     *,
     canonical: str | None,
     noindex: bool,
+    assets: list[str],
 ) -> Page:
     entry = d.entry
     assert entry is not None
@@ -447,7 +479,32 @@ def _page_record(
         main_text=doc.main.text if doc.main is not None and not noindex else None,
         language=doc.main.language if doc.main is not None and not noindex else None,
         plugin_errors=tuple(doc.plugin_errors),
+        assets=tuple(assets),
     )
+
+
+def _asset_assets(d: Dispatch, result: FetchResult) -> list[FrontierBatch]:
+    """What a fetched asset needs in turn, one step deeper: a stylesheet's ``@import`` and
+    ``url()`` assets, and the source map a script or stylesheet names in its ``SourceMap``
+    header (docs/assets.md); nothing past ``MAX_ASSET_DEPTH``. Never its page links."""
+    entry, rules = d.entry, d.rules
+    assert entry is not None
+    types = frozenset(rules.policy.assets)
+    if entry.depth >= MAX_ASSET_DEPTH:
+        return []
+    found: list[Asset] = []
+    if entry.kind == "stylesheet":
+        text = result.text
+        if text is None:  # served as another type: CSS is ASCII-compatible
+            text = result.body.decode("utf-8", errors="replace")
+        found = stylesheet_assets(text, types)
+    source_map = result.headers.get("sourcemap") or result.headers.get("x-sourcemap")
+    if source_map and "js" in types:
+        found.append(Asset(source_map.strip(), "js"))
+    batches, _ = asset_batches(
+        rules, entry.crawl_id, found, result.final_url, entry.url, entry.depth + 1
+    )
+    return batches
 
 
 def _failed(d: Dispatch, exc: FetchError, started: float) -> Report:

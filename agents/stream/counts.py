@@ -46,8 +46,10 @@ class SlowOrigin(msgspec.Struct, array_like=True):
 class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One crawl's URLs per terminal state in one partition, and its fetch time span.
 
-    ``admitted``: URLs the partition queued for the crawl (its page budget share), kept here so
-    that a batch writes one counter key, not two; ``None``: none yet.
+    ``admitted``: URLs the partition queued for the crawl (less ``assets``, its page budget
+    share), kept here so that a batch writes one counter key, not two; ``None``: none yet.
+    ``assets``: the page assets among them (docs/assets.md), which take none of the page
+    budget.
 
     A continuous crawl's revisits: ``revisits`` applied, ``changed`` those that found a change
     (or the page gone), their time span; ``due`` the revisits waiting in lanes by the bucket
@@ -64,6 +66,7 @@ class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
     first_fetched_at: float | None = None
     last_fetched_at: float | None = None
     admitted: int | None = None
+    assets: int = 0
     revisits: int = 0
     changed: int = 0
     first_revisit_at: float | None = None
@@ -141,8 +144,18 @@ def admitted(ch: Changes, partition: int, crawl_id: str) -> int:
     return 0
 
 
-def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int) -> None:
-    """Count ``queued`` more URLs queued for ``crawl_id`` by ``partition``.
+def admitted_pages(ch: Changes, partition: int, crawl_id: str) -> int:
+    """URLs other than page assets ``partition`` has queued for ``crawl_id``: its share of the
+    page budget."""
+    crawl = _record(ch, partition).crawls.get(crawl_id)
+    if crawl is not None and crawl.admitted is not None:
+        return crawl.admitted - crawl.assets
+    return 0
+
+
+def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int, assets: int = 0) -> None:
+    """Count ``queued`` more URLs queued for ``crawl_id`` by ``partition``, ``assets`` of them
+    page assets.
 
     Replay-safe without an offset: a replayed event queues nothing again (its URLs are seen),
     except when the crash lost its origin's record, and then this key too (written after it,
@@ -151,7 +164,9 @@ def add_admitted(ch: Changes, partition: int, crawl_id: str, queued: int) -> Non
         return
     before = admitted(ch, partition, crawl_id)
     record = _record(ch, partition)
-    record.crawls.setdefault(crawl_id, CrawlCounts()).admitted = before + queued
+    counts = record.crawls.setdefault(crawl_id, CrawlCounts())
+    counts.admitted = before + queued
+    counts.assets += assets
     ch.put(counts_key(partition), _encode(record))
 
 

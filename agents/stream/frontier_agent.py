@@ -49,7 +49,7 @@ from streamcrawl.agents.stream.counts import (
     Fetch,
     Revisits,
     add_admitted,
-    admitted,
+    admitted_pages,
     count,
     counts_key,
     due_width,
@@ -307,7 +307,8 @@ class FrontierAgent:
         marked seen (a replay re-sends them)."""
 
         def admitted(fb: FrontierBatch, admission: Admission) -> None:
-            add_admitted(part.changes, where.partition, fb.crawl_id, len(admission.queued))
+            queued, assets = len(admission.queued), admission.assets
+            add_admitted(part.changes, where.partition, fb.crawl_id, queued, assets)
 
         effects = settle(
             self.frontier,
@@ -344,7 +345,7 @@ class FrontierAgent:
         max_pages = rules.policy.max_pages
         if max_pages is None:
             return None
-        here = admitted(ch, partition, crawl_id)
+        here = admitted_pages(ch, partition, crawl_id)
         elsewhere = self.view.admitted_elsewhere(crawl_id, partition, self.partitions)
         return max(0, max_pages - here - elsewhere)
 
@@ -358,7 +359,7 @@ class FrontierAgent:
                     [
                         (
                             budget_key(c, partition),
-                            str(admitted(part.changes, partition, c)).encode(),
+                            str(admitted_pages(part.changes, partition, c)).encode(),
                         )
                         for c in sorted(part.budgets)
                     ],

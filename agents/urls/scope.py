@@ -23,6 +23,11 @@
 
 ``max_pages`` is not checked here: the frontier counts pages.
 
+A page's assets (docs/assets.md) have a scope of their own, ``Scope.check_asset``: their host
+(any host, or with ``asset_hosts`` the crawl's own hosts and those), the ``exclude`` patterns and
+the URL length; neither ``max_depth`` (an asset's depth counts steps from its page, bounded by
+``agents/policy/assets.py``), ``include`` (written for pages) nor the path traps.
+
 Every rule but ``"depth"`` depends on the URL alone (and, for the calendar, on the current
 year), and a URL is checked once per page that links it (``agents/content/outlinks.py``) and
 again when the frontier admits it: those reasons are kept per URL in a bounded LRU
@@ -86,6 +91,7 @@ class Scope:
     """The compiled scope rules of one crawl (see the module docstring for the rules)."""
 
     __slots__ = (
+        "_asset_sites",
         "_clock",
         "_domains",
         "_exclude",
@@ -111,9 +117,12 @@ class Scope:
         max_url_length: int = 2048,
         max_path_depth: int = 32,
         max_segment_repeats: int = 3,
+        asset_sites: frozenset[str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``clock``: epoch seconds, for the calendar rule's current year (tests)."""
+        """``asset_sites``: hosts an asset may be on besides ``sites`` and ``domains`` (None:
+        any host). ``clock``: epoch seconds, for the calendar rule's current year (tests)."""
+        self._asset_sites = asset_sites
         self._sites = sites
         self._domains = domains
         self._include = include
@@ -141,6 +150,11 @@ class Scope:
             _site(_host_of(host, options, "allow_hosts entry")) for host in policy.allow_hosts
         )
         domains = tuple(_allowed_domain(domain) for domain in policy.allow_domains)
+        asset_sites = None
+        if policy.asset_hosts is not None:
+            asset_sites = frozenset(
+                _site(_host_of(host, options, "asset_hosts entry")) for host in policy.asset_hosts
+            )
         return cls(
             sites=frozenset(sites),
             domains=domains,
@@ -150,6 +164,7 @@ class Scope:
             max_url_length=policy.max_url_length,
             max_path_depth=policy.max_path_depth,
             max_segment_repeats=policy.max_segment_repeats,
+            asset_sites=asset_sites,
         )
 
     def check(self, url: str, depth: int) -> str | None:
@@ -161,6 +176,22 @@ class Scope:
         if self._max_depth is not None and depth > self._max_depth:
             return "depth"
         return reason
+
+    def check_asset(self, url: str) -> str | None:
+        """``None`` when the canonical ``url`` of a page asset is in the assets' scope, else the
+        reason: ``"host"``, ``"exclude"`` or ``"trap:url_length"`` (see the module docstring)."""
+        start = url.find("://") + 3
+        slash = url.find("/", start)
+        authority = url[start : slash if slash != -1 else len(url)]
+        if self._asset_sites is not None and not (
+            self._host_allowed(authority) or _site(_host_only(authority)) in self._asset_sites
+        ):
+            return "host"
+        if any(pattern.search(url) for pattern in self._exclude):
+            return "exclude"
+        if len(url) > self._max_url_length:
+            return "trap:url_length"
+        return None
 
     def check_all(self, urls: Iterable[str], depth: int) -> list[str | None]:
         """``check`` of each URL at one ``depth``, in order (a page's links: one clock read and
@@ -207,11 +238,7 @@ class Scope:
         return trap
 
     def _host_allowed(self, authority: str) -> bool:
-        host = authority
-        if not authority.endswith("]"):  # IPv6 literals contain ":" but never a port inside
-            host = authority.partition(":")[0]
-        elif "]:" in authority:
-            host = authority[: authority.index("]:") + 1]
+        host = _host_only(authority)
         if _site(host) in self._sites:
             return True
         # Domains match the host as written: allow_domains=("www.example.com",) is not example.com.
@@ -230,6 +257,15 @@ class Scope:
         ):
             return "trap:repeated_segment"
         return None
+
+
+def _host_only(authority: str) -> str:
+    """The host of ``host[:port]``."""
+    if not authority.endswith("]"):  # IPv6 literals contain ":" but never a port inside
+        return authority.partition(":")[0]
+    if "]:" in authority:
+        return authority[: authority.index("]:") + 1]
+    return authority
 
 
 def _host_of(value: str, options: CanonicalOptions, what: str) -> str:
