@@ -287,6 +287,9 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
     ),
     "--warc-credentials": (["--warc-credentials", "keep"], policy("warc_credentials"), "keep"),
     "--text": (["--text"], policy("main_text"), True),
+    "--assets": (["--assets", "images,css"], policy("assets"), ("css", "images")),
+    "--max-assets": (["--max-assets", "7"], policy("max_assets"), 7),
+    "--asset-hosts": (["--asset-hosts", "same"], policy("asset_hosts"), ()),
     "--extract": (
         ["--extract", "tags=all:a.tag::attr(href)"],
         policy("extract"),

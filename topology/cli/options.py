@@ -172,6 +172,12 @@ _NUMBERS: tuple[tuple[str, Callable[[str], object], str, str], ...] = (
     ("retries", int, "a whole number", "extra attempts after a retryable error (default 2)"),
     ("max_page_links", int, "a whole number", "links listed per page record (default 1000)"),
     (
+        "max_assets",
+        int,
+        "a whole number",
+        "queue at most N page assets (default: 10 per page of --max-pages, else no limit)",
+    ),
+    (
         "recrawl_after",
         _duration,
         "a duration",
@@ -259,6 +265,36 @@ _LISTS: tuple[tuple[str, str, Callable[[str], str], str], ...] = (
 )
 
 
+def asset_types(text: str) -> tuple[str, ...]:
+    """``--assets``: ``css,js,images,fonts,media`` (any of them, comma-separated), ``all`` or
+    ``none``; docs/assets.md."""
+    from streamcrawl.agents.content.assets import ASSET_TYPES
+
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    if words in (["all"], ["none"]):
+        return ASSET_TYPES if words == ["all"] else ()
+    unknown = [w for w in words if w not in ASSET_TYPES]
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(
+            f"expected all, none or a comma-separated list of {','.join(ASSET_TYPES)}, got {text!r}"
+        )
+    return tuple(t for t in ASSET_TYPES if t in words)
+
+
+def asset_hosts(text: str) -> tuple[str, ...] | None:
+    """``--asset-hosts``: ``any`` (None), ``same`` (the crawl's own hosts: ()) or a
+    comma-separated list of hosts besides the crawl's own."""
+    value = text.strip().lower()
+    if value == "any":
+        return None
+    if value == "same":
+        return ()
+    hosts = tuple(h.strip() for h in value.split(",") if h.strip())
+    if not hosts:
+        raise argparse.ArgumentTypeError(f"expected any, same or HOST[,HOST...], got {text!r}")
+    return hosts
+
+
 def _dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
@@ -311,6 +347,22 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         help="run the installed plugin NAME, with the arguments JSON (an object), after the "
         "built-in rules; plugins run in the order given (repeatable, at most 16; "
         "docs/plugins.md)",
+    )
+    p.add_argument(
+        "--assets",
+        type=asset_types,
+        default=(),
+        metavar="TYPES",
+        help="also fetch what each page needs to be seen: css,js,images,fonts,media (any of "
+        "them), all or none (default none; docs/assets.md)",
+    )
+    p.add_argument(
+        "--asset-hosts",
+        type=asset_hosts,
+        default=None,
+        metavar="WHERE",
+        help="where assets may be: any (any host, the default), same (the crawl's own "
+        "hosts) or HOST,... (those and these hosts)",
     )
     add_request_flags(p)
 
@@ -415,6 +467,8 @@ def policy_from_args(
         recrawl_mode=args.recrawl_mode,
         extract=tuple(args.extract),
         plugins=tuple(args.plugin),
+        assets=args.assets,
+        asset_hosts=args.asset_hosts,
         **numbers,
         **switches,
         **request_fields(args),
