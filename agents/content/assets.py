@@ -86,24 +86,30 @@ def srcset_urls(value: str, limit: int = MAX_SRCSET_CANDIDATES) -> list[str]:
     """The URLs of a ``srcset`` attribute, in order, at most ``limit`` (the HTML Standard's
     parsing: a candidate is a URL, then descriptors up to a comma outside parentheses; a URL
     that ends in commas ends there)."""
+    return [value[start:end] for start, end in srcset_spans(value, limit)]
+
+
+def srcset_spans(value: str, limit: int = MAX_SRCSET_CANDIDATES) -> list[tuple[int, int]]:
+    """``[start, end)`` of each URL ``srcset_urls`` reads in ``value``."""
     value = value[:MAX_SRCSET_CHARS]
-    urls: list[str] = []
+    spans: list[tuple[int, int]] = []
     at, end = 0, len(value)
-    while len(urls) < limit:
+    while len(spans) < limit:
         at = _SRCSET_GAP.match(value, at).end()  # type: ignore[union-attr]  # always matches
         found = _SRCSET_URL.match(value, at)
         if found is None:
             break
-        url, at = found.group(), found.end()
-        if url.endswith(","):
-            url = url.rstrip(",")
+        start, stop = found.start(), found.end()
+        at = stop
+        if value[start:stop].endswith(","):
+            stop = start + len(value[start:stop].rstrip(","))
         else:
             at = _SRCSET_DESCRIPTORS.match(value, at).end()  # type: ignore[union-attr]
-        if url:
-            urls.append(url)
+        if stop > start:
+            spans.append((start, stop))
         if at >= end:
             break
-    return urls
+    return spans
 
 
 def _rels(node: LexborNode) -> set[str]:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import aiohttp
 import msgspec
@@ -77,6 +78,18 @@ INTERNAL_ERROR_CHARS = 500  # an exception message can be anything: keep the err
 SeenCheck = Callable[[str, str], bool]  # (crawl id, canonical URL) -> already seen?
 
 
+class Body(NamedTuple):
+    """A fetched page's or asset's body as received (decoded from its transfer and content
+    encodings), for a wiring that keeps a copy (the embedded crawl's ``--save-to``)."""
+
+    url: str
+    final_url: str
+    content_type: str | None
+    charset: str | None
+    body: bytes
+    page: bool
+
+
 @dataclass
 class Report:
     """The result of one dispatch."""
@@ -89,6 +102,9 @@ class Report:
     # The stage raised (a bug, or input no stage expected): the outcome is an ``internal``
     # retry; the wirings count it (``streamcrawl_pipeline_stage_failures``).
     failed: bool = False
+    # A page or asset fetched with a body: what an offline copy saves (a reference to the
+    # fetch's bytes; a wiring without a copy drops it with the report).
+    body: Body | None = None
 
 
 class Stages:
@@ -305,6 +321,7 @@ class Stages:
             return Report(
                 fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED),
                 batches=_asset_assets(d, result) if digest else [],
+                body=_body(d, result, final_url, page=False) if digest else None,
             )
         if entry.kind != "page":  # a sitemap or a feed: its URLs, no page record
             batches = listed(rules, entry, result.body, result.final_url) if digest else []
@@ -372,7 +389,7 @@ class Stages:
             assets=assets,
         )
         outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
-        return Report(outcome, page, batches)
+        return Report(outcome, page, batches, body=_body(d, result, final_url, page=True))
 
 
 @dataclass
@@ -481,6 +498,11 @@ def _page_record(
         plugin_errors=tuple(doc.plugin_errors),
         assets=tuple(assets),
     )
+
+
+def _body(d: Dispatch, result: FetchResult, final_url: str, *, page: bool) -> Body:
+    assert d.entry is not None
+    return Body(d.entry.url, final_url, result.content_type, result.charset, result.body, page)
 
 
 def _asset_assets(d: Dispatch, result: FetchResult) -> list[FrontierBatch]:

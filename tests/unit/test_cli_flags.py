@@ -351,6 +351,11 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         lambda seen: (seen["warc"], seen["policy"].warc),
         (Path("/x/warc"), True),
     ),
+    ("crawl", "--save-to"): (
+        ["--save-to", "/x/copy"],
+        lambda seen: seen["save_to"],
+        Path("/x/copy"),
+    ),
     ("crawl", "--warc-max-size"): (
         ["--warc-max-size", "5M"],
         lambda seen: seen["warc_max_size"],

@@ -75,6 +75,13 @@ def add_crawl_flags(crawl: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="start a new WARC file past SIZE (e.g. 500M; default 1G)",
     )
+    crawl.add_argument(
+        "--save-to",
+        type=Path,
+        metavar="DIR",
+        help="also write an offline copy of the pages (and their --assets) in DIR, links "
+        "rewritten to the copy's files (docs/assets.md)",
+    )
     add_network_flags(crawl)
     add_policy_flags(crawl)
 
@@ -152,6 +159,7 @@ class CrawlSetup:
     concurrency: int
     warc: Path | None = None
     warc_max_size: int = WARC_MAX_SIZE
+    save_to: Path | None = None
 
     def open(self) -> EmbeddedCrawl:
         """The crawl with its store and output files open; ``StateError`` if another crawl
@@ -167,6 +175,7 @@ class CrawlSetup:
             core=CrawlCore(self.network),
             warc=self.warc,
             warc_max_size=self.warc_max_size,
+            save_to=self.save_to,
         )
 
 
@@ -193,6 +202,7 @@ def crawl_setup(args: argparse.Namespace) -> CrawlSetup:
         concurrency=args.concurrency,
         warc=args.warc,
         warc_max_size=args.warc_max_size,
+        save_to=args.save_to,
     )
 
 
@@ -212,6 +222,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         network=setup.network,
         warc=setup.warc,
         warc_max_size=setup.warc_max_size,
+        save_to=setup.save_to,
     )
     return EXIT_INTERRUPTED if summary["interrupted"] else 0
 
@@ -227,19 +238,22 @@ def run_embedded(
     network: Network | None = None,
     warc: Path | None = None,
     warc_max_size: int = WARC_MAX_SIZE,
+    save_to: Path | None = None,
 ) -> dict[str, object]:
     """Run an embedded crawl with the progress bar and print the summary.
 
     ``network``: the process's side of the requests (SSRF guard, proxy, credentials; default:
     public addresses only). ``warc``: the directory of the crawl's WARC files (``policy.warc``
-    must be set).
+    must be set). ``save_to``: the directory of its offline copy.
     """
     from streamcrawl.agents.net.network import Network
     from streamcrawl.topology.cli.progress import ProgressBar, print_summary
     from streamcrawl.topology.embedded.runner import install_signal_handlers
 
     network = network if network is not None else Network(limit=concurrency)
-    setup = CrawlSetup(policy, network, out, state_dir, concurrency, warc, warc_max_size)
+    setup = CrawlSetup(
+        policy, network, out, state_dir, concurrency, warc, warc_max_size, save_to=save_to
+    )
 
     async def go() -> dict[str, object]:
         crawl = setup.open()

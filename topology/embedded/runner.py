@@ -41,6 +41,7 @@ from streamcrawl.schemas.records import (
     Page,
     UrlStatus,
 )
+from streamcrawl.topology.embedded.offline import OfflineCopy
 
 if TYPE_CHECKING:
     from streamcrawl.agents.sinks.warc.files import WarcFiles
@@ -109,6 +110,7 @@ class EmbeddedCrawl:
         warc_max_size: int = 1 << 30,
         core: CrawlCore | None = None,
         plugins: Registry | None = None,
+        save_to: Path | None = None,
     ) -> None:
         """``core``: the factory of the stages, over the process's network (proxy, credentials,
         SSRF guard); without it, one with the guard of ``allow_networks`` (non-public networks
@@ -117,7 +119,8 @@ class EmbeddedCrawl:
         to at start are allowed too, so a local crawl works, but a link to any other non-public
         address is refused (``blocked``). ``warc``: the directory of the WARC archive of a
         crawl with ``policy.warc`` (docs/warc.md). ``plugins``: where the crawl's plugins are found
-        (default: the installed entry points; docs/plugins.md)."""
+        (default: the installed entry points; docs/plugins.md). ``save_to``: the directory of an
+        offline copy of the pages and assets (``topology/embedded/offline.py``)."""
         if policy.warc and warc is None:
             raise ConfigError("a crawl that archives (policy.warc) needs a WARC directory")
         self.policy = policy
@@ -141,10 +144,15 @@ class EmbeddedCrawl:
         self.warc_max_size = warc_max_size
         self.warc: WarcFiles | None = None
         self._stages: Stages | None = None
+        self.copy = OfflineCopy(save_to, self._canonical) if save_to is not None else None
         self._committed: list[Page] = []  # pages committed since the last ``step``
         self._started = time.monotonic()
         self._complete = False  # every URL has its terminal state
         self._closed = False
+
+    def _canonical(self, href: str, base: str) -> str | None:
+        canon = self.rules.canonicalizer.try_canonicalize(href, base)
+        return canon.url if canon is not None else None
 
     def _rules_for(self, crawl_id: str) -> CrawlRules | None:
         return self.rules if crawl_id == self.policy.crawl_id else None
@@ -188,6 +196,10 @@ class EmbeddedCrawl:
             # Archived before the state commit: a crash in between fetches the URL again on
             # resume (a second capture, in a new file), never loses the first.
             self.warc.write(captures)
+        if self.copy is not None:  # saved before the commit, like the archive
+            for report, _ in applied:
+                if report is not None and report.body is not None:
+                    self.copy.save(report.body)
         output = []
         for report, statuses in applied:
             page = report.page if report is not None else None
@@ -342,6 +354,8 @@ class EmbeddedCrawl:
             self.summary.elapsed = time.monotonic() - self._started
             if self.warc is not None:
                 self.warc.close()
+            if self.copy is not None:
+                self.copy.finish()
             self.sink.close()
             self.store.close()
         return self.summary
