@@ -161,3 +161,26 @@ async def test_asset_budget_types_and_hosts(wiring: str, tmp_path: Path) -> None
         srv.url("/bg.png")
     }
     assert srv.url("/app.js") not in got and srv.url("/big.mp4") not in got
+
+
+async def test_assets_are_archived_like_pages(tmp_path: Path) -> None:
+    from warcio.archiveiterator import ArchiveIterator
+
+    from streamcrawl.topology.embedded.runner import EmbeddedCrawl
+
+    async with RecordingServer() as srv, RecordingServer() as cdn:
+        site(srv, cdn)
+        spec = CrawlPolicy(
+            crawl_id="t", seeds=(srv.url("/"),), delay=0.0, max_pages=1, assets=("css",),
+            warc=True,
+        )  # fmt: skip
+        await EmbeddedCrawl(
+            spec, out_dir=tmp_path / "out", state_dir=tmp_path / "state", warc=tmp_path / "warc"
+        ).run()
+    responses = set()
+    for path in (tmp_path / "warc").glob("*.warc.gz"):
+        with path.open("rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type == "response":
+                    responses.add(record.rec_headers.get_header("WARC-Target-URI"))
+    assert {srv.url("/s.css"), on_cdn(cdn, "/cdn.css"), srv.url("/deep/0.css")} <= responses
