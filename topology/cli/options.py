@@ -328,6 +328,12 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         help="adaptive: longer after no change, shorter after a change; fixed: every "
         "--recrawl-after (default %(default)s)",
     )
+    add_content_flags(p)
+    add_request_flags(p)
+
+
+def add_content_flags(p: argparse.ArgumentParser) -> None:
+    """What a crawl keeps of a page and fetches with it: extractors, plugins, assets."""
     p.add_argument(
         "--extract",
         action="append",
@@ -364,7 +370,6 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         help="where assets may be: any (any host, the default), same (the crawl's own "
         "hosts) or HOST,... (those and these hosts)",
     )
-    add_request_flags(p)
 
 
 def add_request_flags(p: argparse.ArgumentParser) -> None:

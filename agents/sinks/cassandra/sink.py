@@ -283,7 +283,7 @@ class CassandraSink:
         size += len(p.crawl_id) + len(p.origin) + len(p.title or "") + len(p.body_sha256)
         size += sum(len(k) + len(v) for k, v in p.headers.items())
         size += sum(len(r) for r in p.redirects) + len(p.canonical or "")
-        size += sum(_CELL + len(e) for e in p.plugin_errors)
+        size += sum(_CELL + len(e) for e in (*p.plugin_errors, *p.assets))
         if p.body is not None:
             size += len(p.body.encode("utf-8", "surrogatepass"))
         return ("page", (hashed, *row, p.fetched_at, at), size, partition)
@@ -385,6 +385,7 @@ class CassandraSink:
             headers=dict(row["headers"] or {}),
             redirects=tuple(row["redirects"] or ()),
             plugin_errors=tuple(row["plugin_errors"] or ()),
+            assets=tuple(row["assets"] or ()),
             links=_decode_links(row["links"]) if row["links"] else (),
             links_truncated=bool(row["links_truncated"]),
             data=_decode_data(row["data"]) if row["data"] is not None else None,
