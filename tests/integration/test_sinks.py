@@ -122,6 +122,18 @@ async def test_a_pages_data_is_stored_and_read_back(sink: Sink, crawl_id: str) -
     assert stored == plain and stored.data is None
 
 
+PLUGIN_ERRORS = ("price: ValueError: no price", "slow: ran past its time budget of 1 s")
+
+
+async def test_a_pages_plugin_errors_are_stored_and_read_back(sink: Sink, crawl_id: str) -> None:
+    """What plugins that failed left in the record (``Page.plugin_errors``), and none."""
+    failed = page(crawl_id, "https://example.org/e", plugin_errors=PLUGIN_ERRORS)
+    plain = page(crawl_id, "https://example.org/n")
+    await sink.write([failed, plain], [])
+    assert await sink.get_page(crawl_id, failed.url) == failed
+    assert await sink.get_page(crawl_id, plain.url) == plain
+
+
 async def test_replay_leaves_rows_unchanged(sink: Sink, crawl_id: str) -> None:
     pages = [page(crawl_id, f"https://example.org/{i}") for i in range(20)]
     statuses = [status(crawl_id, p.url, TerminalState.FETCHED) for p in pages]
@@ -572,6 +584,36 @@ async def test_a_keyspace_of_schema_4_is_refused_until_create_schema_adds_column
         old = await sink.get_page(crawl_id, url)
         assert old is not None and old.outlinks == 2 and old.data is None
         new = page(crawl_id, "https://example.org/new", data=DATA)
+        await sink.write([new], [])
+        assert await sink.get_page(crawl_id, new.url) == new
+    finally:
+        await sink.stop()
+
+
+@pytest.mark.cassandra
+@pytest.mark.integration
+async def test_a_keyspace_of_schema_5_is_refused_until_create_schema_adds_columns_6(
+    config: CassandraConfig, crawl_id: str
+) -> None:
+    """The tables as schema version 5 made them: the sink names the missing columns; after
+    ``admin create-schema`` a page keeps its plugin errors and its assets."""
+    version_6 = ("plugin_errors frozen<list<text>>,", "assets frozen<list<text>>,")
+    old_tables = [
+        (s.replace(version_6[0], "").replace(version_6[1], ""), ())
+        for s in schema_statements(config)
+        if "ADD IF NOT EXISTS (plugin_errors" not in s
+    ]
+    assert len(old_tables) == len(schema_statements(config)) - 1
+    run_cql(config, *old_tables)
+    missing = r"lacks tables pages\.plugin_errors, pages\.assets: run `streamcrawl"
+    with pytest.raises(CrawlError, match=missing):
+        await CassandraSink(config).start()
+    create_schema(config)
+    sink = CassandraSink(config)
+    await sink.start()
+    try:
+        assets = ("https://example.org/a.css", "https://cdn.example.net/b.png")
+        new = page(crawl_id, "https://example.org/new", plugin_errors=PLUGIN_ERRORS, assets=assets)
         await sink.write([new], [])
         assert await sink.get_page(crawl_id, new.url) == new
     finally:
