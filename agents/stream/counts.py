@@ -25,12 +25,18 @@ from functools import cache
 import msgspec
 
 from streamcrawl.agents.frontier.store import META, Changes
+from streamcrawl.agents.plugins.chain import MISSING_CLASS
 from streamcrawl.agents.stream.tables import partition_for
 from streamcrawl.schemas.records import TerminalState, UrlStatus
 
 COUNTS_VERSION = 1
 SLOWEST = 10  # origins kept per crawl and partition in ``CrawlCounts.slowest``
 SMOOTHING = 0.2  # weight of a new fetch in an origin's smoothed latency
+MAX_CRAWL_ERRORS = 8  # distinct errors kept per crawl and partition in ``CrawlCounts.errors``
+MAX_CRAWL_ERROR_CHARS = 300
+# Error classes of a URL's ``last_error`` that are its crawl's, not the URL's: the crawl's spec
+# cannot run on the worker (docs/plugins.md, "A worker without the plugin").
+CRAWL_ERROR_CLASSES = frozenset({MISSING_CLASS})
 
 
 class SlowOrigin(msgspec.Struct, array_like=True):
@@ -60,6 +66,10 @@ class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``states`` but never in ``admitted``, so ``admitted - (sum(states) - refused)`` is the
     URLs queued and not yet ended. ``slowest``: the origins with the slowest fetches
     (``note_fetch``), at most ``SLOWEST``, in no order.
+
+    ``errors``: the crawl's own errors (``crawl_error``: a plugin this worker lacks) -> the URLs
+    that ended ``failed`` with it, at most ``MAX_CRAWL_ERRORS`` distinct ones (a later one is
+    not kept; its URLs still count in ``states``).
     """
 
     states: dict[str, int] = {}
@@ -75,6 +85,7 @@ class CrawlCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
     due_width: float = 0.0
     refused: int = 0
     slowest: list[SlowOrigin] = []
+    errors: dict[str, int] = {}
 
 
 Fetch = tuple[str, str, float]  # crawl id, origin, seconds from request start to outcome
@@ -202,6 +213,7 @@ def count(
         if status.previous is not None:  # a continuous crawl's URL moved from that state
             before = status.previous.value
             crawl.states[before] = max(0, crawl.states.get(before, 0) - 1)
+        note_error(crawl, crawl_error(status))
         if status.state == TerminalState.FETCHED:
             at = status.updated_at
             first, last = crawl.first_fetched_at, crawl.last_fetched_at
@@ -219,6 +231,25 @@ def count(
     value = _encode(record)
     ch.put(counts_key(partition), value)
     return value
+
+
+def crawl_error(status: UrlStatus) -> str | None:
+    """The error of a URL that ended ``failed`` because of its crawl (``CRAWL_ERROR_CLASSES``),
+    at most ``MAX_CRAWL_ERROR_CHARS``; None for any other URL."""
+    error = status.last_error
+    if status.state != TerminalState.FAILED or error is None:
+        return None
+    if error.partition(":")[0] not in CRAWL_ERROR_CLASSES:
+        return None
+    return error[:MAX_CRAWL_ERROR_CHARS]
+
+
+def note_error(crawl: CrawlCounts, error: str | None, urls: int = 1) -> None:
+    """Count ``urls`` more URLs of ``crawl`` ended with ``error`` (None: nothing), within
+    ``MAX_CRAWL_ERRORS`` distinct errors."""
+    if error is None or (error not in crawl.errors and len(crawl.errors) >= MAX_CRAWL_ERRORS):
+        return
+    crawl.errors[error] = crawl.errors.get(error, 0) + urls
 
 
 def _revisits(record: PartitionCounts, revisits: Revisits) -> None:

@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 
 EXAMPLES = ROOT / "examples" / "plugins"
 MISSING = "missing_plugin: price is not installed in this worker"
+CRAWLS = ("needs", "plain")
 
 
 def plugin_path(tmp: Path) -> dict[str, str]:
@@ -145,8 +146,8 @@ def check_shop(cluster: Cluster, srv: RecordingServer) -> None:
 
 def test_a_worker_without_a_plugin_fails_that_crawl_and_serves_others(tmp_path: Path) -> None:
     """The worker lacks ``price``, the ``seed`` process has it: the crawl that names it ends
-    ``failed`` with ``missing_plugin`` and no request; the worker logs one line, keeps running,
-    and crawls a crawl seeded after it."""
+    ``failed`` with ``missing_plugin`` and no request, and ``status`` shows the error; the
+    worker logs one line, keeps running, and crawls a crawl seeded after it."""
     cluster = Cluster.create(tmp_path, partitions=2)
     env = plugin_path(tmp_path)
     try:
@@ -161,7 +162,8 @@ def test_a_worker_without_a_plugin_fails_that_crawl_and_serves_others(tmp_path: 
             wait_rows(cluster, 2)
             assert worker.proc.poll() is None
             paths = srv.paths()
-            status = cli(cluster.env, "status", "--crawl-id", "needs", "--json")
+            status = {c: cli(cluster.env, "status", "--crawl-id", c, "--json") for c in CRAWLS}
+            text = cli(cluster.env, "status")
         assert url_rows(cluster) == {
             ("needs", srv.url("/a")): ("failed", MISSING),
             ("plain", srv.url("/")): ("fetched", ""),
@@ -169,8 +171,10 @@ def test_a_worker_without_a_plugin_fails_that_crawl_and_serves_others(tmp_path: 
         assert "/a" not in paths and "/" in paths
         logged = [line for line in worker.log.read_text().splitlines() if MISSING in line]
         assert len(logged) == 1 and "crawl needs" in logged[0], logged
-        assert status.returncode == 0, status.stderr
-        report = json.loads(status.stdout)
-        assert report["states"]["failed"] == 1, report
+        assert all(p.returncode == 0 for p in [*status.values(), text]), text.stderr
+        needs, plain = (json.loads(status[c].stdout) for c in CRAWLS)
+        assert (needs["states"]["failed"], needs["errors"]) == (1, {MISSING: 1}), needs
+        assert plain["states"]["fetched"] == 1 and "errors" not in plain, plain
+        assert f"  error: {MISSING} (1 failed)" in text.stdout.splitlines(), text.stdout
     finally:
         cluster.stop_all()

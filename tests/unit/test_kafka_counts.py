@@ -10,6 +10,8 @@ import pytest
 
 from streamcrawl.agents.frontier.store import Changes, MemoryStore
 from streamcrawl.agents.stream.counts import (
+    MAX_CRAWL_ERROR_CHARS,
+    MAX_CRAWL_ERRORS,
     SLOWEST,
     CrawlCounts,
     Fetch,
@@ -172,3 +174,42 @@ def test_old_and_new_records_read_each_other() -> None:
     assert raw is not None and b'"slowest":[["http://s.test",1.5,1]]' in raw
     back = msgspec.json.decode(raw, type=OldPartitionCounts)  # an older `status` reading it
     assert back.crawls["c"].states == {"out_of_scope": 1}
+
+
+MISSING = "missing_plugin: price is not installed in this worker"
+
+
+def failed(url: str, error: str, crawl: str = "c") -> UrlStatus:
+    return msgspec.structs.replace(
+        status(url, TerminalState.FAILED, crawl=crawl), attempts=0, last_error=error
+    )
+
+
+def test_a_crawls_own_errors_are_counted_once_per_event_and_bounded() -> None:
+    """A URL that ended failed because of its crawl (a plugin the worker lacks) counts under
+    its error; other failures do not; a replayed event counts nothing; at most
+    ``MAX_CRAWL_ERRORS`` errors, each at most ``MAX_CRAWL_ERROR_CHARS``, per crawl."""
+    store = MemoryStore()
+    long = "missing_plugin: " + "x" * 2 * MAX_CRAWL_ERROR_CHARS
+    others = [failed(f"o{i}", f"missing_plugin: p{i}") for i in range(MAX_CRAWL_ERRORS)]
+    events = [
+        (1, [failed("u1", MISSING), failed("u2", "timeout: read"), failed("d", MISSING, "d")]),
+        (2, [failed("u3", MISSING), status("u4", TerminalState.FETCHED)]),
+        (2, [failed("u3", MISSING)]),  # replay
+        (3, [failed("u5", long), *others]),
+    ]  # fmt: skip
+    for offset, statuses in events:
+        ch = Changes(store)
+        count(ch, "frontier", 0, offset, statuses)
+        ch.commit()
+    raw = store.get(counts_key(0))
+    assert raw is not None
+    record = decode_counts(raw)
+    errors = record.crawls["c"].errors
+    assert len(errors) == MAX_CRAWL_ERRORS and errors[MISSING] == 2
+    assert errors[long[:MAX_CRAWL_ERROR_CHARS]] == 1
+    assert "missing_plugin: p7" not in errors and "timeout: read" not in errors  # over the bound
+    assert record.crawls["c"].states["failed"] == 3 + 1 + MAX_CRAWL_ERRORS
+    assert record.crawls["d"].errors == {MISSING: 1}
+    plain = Changes(MemoryStore())  # a crawl without errors: no key in the record
+    assert b"errors" not in (count(plain, "frontier", 0, 1, [failed("u", "timeout")]) or b"?")

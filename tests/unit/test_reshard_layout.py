@@ -13,7 +13,12 @@ from streamcrawl.agents.frontier.queue import segment_key
 from streamcrawl.agents.frontier.records import origin_key, seen_key
 from streamcrawl.agents.frontier.store import Changes
 from streamcrawl.agents.policy.rules import CrawlRules
-from streamcrawl.agents.stream.counts import CrawlCounts, PartitionCounts, SlowOrigin
+from streamcrawl.agents.stream.counts import (
+    MAX_CRAWL_ERRORS,
+    CrawlCounts,
+    PartitionCounts,
+    SlowOrigin,
+)
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, Outcome, UrlRef
 from streamcrawl.topology.admin.reshard import layout, manifest, tally
@@ -131,6 +136,15 @@ def test_merged_counts_keep_every_sum_and_each_partition_reads_its_queue(
         assert c.admitted - (sum(c.states.values()) - c.refused) == queued[q]["c"]
         assert record.partition == q
         assert record.offsets == ({"outcomes": 4} if q == 2 else {})  # new topics: from 0
+
+
+def test_merged_counts_keep_a_crawls_own_errors_within_the_bound() -> None:
+    many = {f"missing_plugin: p{i}": 1 for i in range(MAX_CRAWL_ERRORS)}
+    one = CrawlCounts(errors={"missing_plugin: p0": 2})
+    merged = tally.add(tally.add(None, one), CrawlCounts(errors=many))
+    assert len(merged.errors) == MAX_CRAWL_ERRORS and merged.errors["missing_plugin: p0"] == 3
+    more = tally.add(merged, CrawlCounts(errors={"missing_plugin: late": 1}))
+    assert "missing_plugin: late" not in more.errors
 
 
 def test_the_manifest_checksum_ignores_order_and_catches_any_change() -> None:

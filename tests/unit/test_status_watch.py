@@ -15,6 +15,8 @@ from rich.console import Console
 
 from streamcrawl.agents.errors import CrawlError
 from streamcrawl.agents.stream.counts import CrawlCounts, PartitionCounts, SlowOrigin
+from streamcrawl.topology.admin import generation
+from streamcrawl.topology.admin import status as kafka_status
 from streamcrawl.topology.admin.status import (
     PartitionView,
     Snapshot,
@@ -269,3 +271,47 @@ def test_revisits_count_in_the_rate_now() -> None:
     f = watch.frame(revisited(30, T0 + 2), revisited(10, T0), "r")
     assert f["pages_per_s_now"] == 10.0 and f["revisits"]["fetched"] == 30
     assert "revisits waiting" in screen(f, None, 2.0)
+
+
+MISSING = "missing_plugin: price is not installed in this worker"
+
+
+def with_errors() -> list[PartitionCounts]:
+    """``records`` where crawl ``a`` failed 5 URLs for a plugin a worker lacks, over both
+    partitions."""
+    found = records()
+    found[0].crawls["a"].errors = {MISSING: 3}
+    found[1].crawls["a"].errors = {MISSING: 2}
+    return found
+
+
+def test_a_crawls_own_errors_are_summed_and_shown_only_for_that_crawl() -> None:
+    s = summarize(with_errors(), 4, T0)
+    assert s.errors == {"a": {MISSING: 5}}
+    every = kafka_status.report(s.stats, None, errors=s.errors, source="counts")
+    assert every["crawls"]["a"]["errors"] == {MISSING: 5} and "errors" not in every["crawls"]["b"]
+    assert "errors" not in every  # per crawl, never summed
+    one = kafka_status.report(s.stats, "a", errors=s.errors, source="counts", sink_lag=4)
+    assert list(one) == ["crawl_id", "states", "pages_per_s", "errors", "source", "sink_lag"]
+    plain = kafka_status.report(s.stats, "b", errors=s.errors, source="counts", sink_lag=4)
+    assert list(plain) == ["crawl_id", "states", "pages_per_s", "source", "sink_lag"]
+    f = watch.frame(summarize(with_errors(), 4, T0 + 2), s, None)
+    assert f["crawls"]["a"]["errors"] == {MISSING: 5}
+    assert f"crawl a: {MISSING} (5 failed)" in screen(f, None, 2.0)
+    assert " failed)" not in screen(watch.frame(snapshot(T0), None, None), None, 2.0)
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_status_prints_a_crawls_own_errors(
+    as_json: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(generation, "resolve", lambda settings, strict=False: settings)
+    monkeypatch.setattr(kafka_status, "read_status", lambda _s: summarize(with_errors(), 0, T0))
+    argv = ["status", "--kafka-bootstrap", "127.0.0.1:9", *(["--json"] if as_json else [])]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    if as_json:
+        assert json.loads(out)["crawls"]["a"]["errors"] == {MISSING: 5}
+    else:
+        assert f"  error: {MISSING} (5 failed)" in out.splitlines()
+        assert out.count(" failed)") == 1

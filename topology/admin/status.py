@@ -66,10 +66,12 @@ class PartitionView:
 
 @dataclass
 class Snapshot:
-    """One reading (``StatusReader.read``): ``at`` its wall-clock time; ``stats``, ``sink_lag``
-    and ``revisits`` as ``read_status`` returns them; ``records`` the last counts record of
-    each partition; ``partitions`` empty unless read ``with_workers``, and then also when the
-    workers' group could not be read (``workers_error`` says why: an ACL, say)."""
+    """One reading (``StatusReader.read``): ``at`` its wall-clock time; ``stats`` (crawl id ->
+    its counts summed over the partitions), ``sink_lag`` (messages of ``pages`` + ``status`` the
+    sink has not committed; None before its first commit), ``revisits`` (``revisits``) and
+    ``errors`` (``crawl_errors``); ``records`` the last counts record of each partition;
+    ``partitions`` empty unless read ``with_workers``, and then also when the workers' group
+    could not be read (``workers_error`` says why: an ACL, say)."""
 
     at: float
     stats: dict[str, CrawlStats]
@@ -78,6 +80,7 @@ class Snapshot:
     records: list[PartitionCounts]
     partitions: list[PartitionView] = field(default_factory=list)
     workers_error: str | None = None
+    errors: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class StatusReader:
@@ -289,24 +292,32 @@ def summarize(records: list[PartitionCounts], sink_lag: int | None, at: float) -
             for state, n in counts.states.items():
                 crawl.states[state] = crawl.states.get(state, 0) + n
             crawl.widen(counts.first_fetched_at, counts.last_fetched_at)
-    return Snapshot(at, stats, sink_lag, revisits(records, at), records)
+    return Snapshot(
+        at, stats, sink_lag, revisits(records, at), records, errors=crawl_errors(records)
+    )
 
 
-def read_status(
-    settings: Settings,
-) -> tuple[dict[str, CrawlStats], int | None, dict[str, dict[str, Any]]]:
-    """(crawl id -> CrawlStats summed over the partitions, the sink's lag in messages, crawl id
-    -> its revisits (``revisits``) for the continuous crawls).
-
-    The lag is None when the sink group has committed nothing yet. Raises CrawlError if Kafka
-    is unreachable or the topics are missing.
-    """
+def read_status(settings: Settings) -> Snapshot:
+    """One ``Snapshot`` (without the workers). Raises CrawlError if Kafka is unreachable or
+    the topics are missing."""
     with StatusReader(settings) as reader:
         # Connected first: refused credentials or an untrusted certificate are one line now,
         # not a timeout of the metadata request below.
         reader.connect()
-        snapshot = reader.read()
-    return snapshot.stats, snapshot.sink_lag, snapshot.revisits
+        return reader.read()
+
+
+def crawl_errors(records: list[PartitionCounts]) -> dict[str, dict[str, int]]:
+    """Crawl id -> its own errors (``CrawlCounts.errors``: a plugin a worker lacks) -> the
+    URLs that ended ``failed`` with it, summed over the partitions, for the crawls that have
+    any."""
+    out: dict[str, dict[str, int]] = {}
+    for record in records:
+        for crawl_id, c in record.crawls.items():
+            for error, n in c.errors.items():
+                errors = out.setdefault(crawl_id, {})
+                errors[error] = errors.get(error, 0) + n
+    return out
 
 
 def revisits(records: list[PartitionCounts], now: float) -> dict[str, dict[str, Any]]:
@@ -399,18 +410,21 @@ def report(
     crawl_id: str | None,
     *,
     revisited: dict[str, dict[str, Any]] | None = None,
+    errors: dict[str, dict[str, int]] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """The ``status --json`` object: ``{"crawl_id", "states", "pages_per_s", **extra}``; without
     ``crawl_id`` the sum of all crawls (``crawl_id`` null) plus ``"crawls": {id: ...}``. A
-    continuous crawl also has ``"revisits"`` (``revisits``)."""
+    continuous crawl also has ``"revisits"`` (``revisits``), a crawl with errors of its own
+    ``"errors"`` (``crawl_errors``)."""
     crawls: dict[str, dict[str, Any]] = {
         cid: {"states": s.all_states(), "pages_per_s": s.pages_per_s()}
         for cid, s in sorted(stats.items())
     }
-    for cid, r in (revisited or {}).items():
-        if cid in crawls:
-            crawls[cid]["revisits"] = r
+    for key, per_crawl in (("revisits", revisited), ("errors", errors)):
+        for cid, value in (per_crawl or {}).items():
+            if cid in crawls:
+                crawls[cid][key] = value
     if crawl_id is not None:
         one = crawls.get(crawl_id) or {"states": CrawlStats().all_states(), "pages_per_s": None}
         return {"crawl_id": crawl_id, **one, **extra}

@@ -95,7 +95,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     terminal state (0 when none) and ``source`` is ``counts`` (then also ``sink_lag``: messages
     the sink has not written yet, null before its first commit) or ``cassandra``. Without
     ``--crawl-id`` the object sums all crawls (``crawl_id`` null) and adds
-    ``"crawls": {id: {"states", "pages_per_s"}}``.
+    ``"crawls": {id: {"states", "pages_per_s"}}``. A crawl with errors of its own (a plugin a
+    worker lacks) also has ``"errors": {error: URLs failed with it}``.
 
     ``--watch`` refreshes every ``--interval`` seconds (default 2) until Ctrl-C or SIGTERM
     (exit 0), ``topology/cli/watch.py``; not with ``--exact``, which would scan Cassandra
@@ -138,8 +139,15 @@ def _status_report(settings: Settings, crawl_id: str | None, *, exact: bool) -> 
         quiet_driver_logs()
         stats = asyncio.run(_cassandra_stats(settings, crawl_id))
         return kafka_status.report(stats, crawl_id, source="cassandra")
-    stats, lag, revisited = kafka_status.read_status(settings)
-    return kafka_status.report(stats, crawl_id, revisited=revisited, source="counts", sink_lag=lag)
+    snapshot = kafka_status.read_status(settings)
+    return kafka_status.report(
+        snapshot.stats,
+        crawl_id,
+        revisited=snapshot.revisits,
+        errors=snapshot.errors,
+        source="counts",
+        sink_lag=snapshot.sink_lag,
+    )
 
 
 async def _cassandra_stats(settings: Settings, crawl_id: str | None) -> dict[str, CrawlStats]:
@@ -172,6 +180,8 @@ def _print_status(report: dict[str, Any]) -> None:
         r = crawl.get("revisits")
         if r is not None:
             print("  " + _revisit_line(r))
+        for error, n in crawl.get("errors", {}).items():
+            print(f"  error: {error} ({n} failed)")
 
 
 def _revisit_line(r: dict[str, Any]) -> str:

@@ -44,6 +44,7 @@ def frame(snapshot: Snapshot, previous: Snapshot | None, crawl_id: str | None) -
         snapshot.stats,
         crawl_id,
         revisited=snapshot.revisits,
+        errors=snapshot.errors,
         source="counts",
         sink_lag=snapshot.sink_lag,
     )

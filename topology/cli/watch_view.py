@@ -1,9 +1,9 @@
 """The terminal view of ``status --watch``: a rich Live of the frames of ``topology/cli/watch.py``.
 
 Tables, top to bottom: the crawls (a column each: rates, queue depth, the URLs per terminal
-state that has any, revisits), the frontier partitions (owner, input lags, queue depth), the
-slowest origins. A failed refresh keeps the last reading on screen under a red line that says
-so.
+state that has any, revisits) and a red line per error of a crawl's own (a plugin a worker
+lacks), the frontier partitions (owner, input lags, queue depth), the slowest origins. A failed
+refresh keeps the last reading on screen under a red line that says so.
 """
 
 from __future__ import annotations
@@ -41,8 +41,20 @@ def view(f: dict[str, Any] | None, failed: dict[str, Any] | None, interval: floa
             )
         )
     if f is not None:
-        parts += [_crawls(f), _partitions(f), _slowest(f)]
+        parts += [_crawls(f), *_errors(f), _partitions(f), _slowest(f)]
     return Group(*parts)
+
+
+def _errors(f: dict[str, Any]) -> list[Text]:
+    """A red line per error of a crawl's own (a plugin a worker lacks)."""
+    crawls = f.get("crawls")
+    if crawls is None:
+        crawls = {f["crawl_id"]: f}
+    return [
+        Text(f"crawl {cid}: {error} ({n} failed)", style="bold red")
+        for cid, crawl in crawls.items()
+        for error, n in crawl.get("errors", {}).items()
+    ]
 
 
 def _header(f: dict[str, Any] | None, interval: float) -> Text:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from streamcrawl.agents.stream.counts import SLOWEST, CrawlCounts, PartitionCounts
+from streamcrawl.agents.stream.counts import SLOWEST, CrawlCounts, PartitionCounts, note_error
 
 Queued = Mapping[int, Counter[str]]  # new partition -> crawl id -> URLs queued
 
@@ -55,7 +55,8 @@ def merge(
 
 
 def add(into: CrawlCounts | None, more: CrawlCounts) -> CrawlCounts:
-    """``into`` + ``more``: counts summed, time spans joined, the slowest origins of both."""
+    """``into`` + ``more``: counts summed, time spans joined, the slowest origins of both,
+    the errors of both (within ``MAX_CRAWL_ERRORS``)."""
     if into is None:
         into = CrawlCounts()
     states = Counter(into.states)
@@ -63,6 +64,9 @@ def add(into: CrawlCounts | None, more: CrawlCounts) -> CrawlCounts:
     due = Counter(into.due)
     due.update(more.due)
     slowest = sorted([*into.slowest, *more.slowest], key=lambda s: -s.latency)[:SLOWEST]
+    errors = CrawlCounts(errors=dict(into.errors))
+    for error, n in more.errors.items():
+        note_error(errors, error, n)
     return CrawlCounts(
         states=dict(states),
         first_fetched_at=_min(into.first_fetched_at, more.first_fetched_at),
@@ -76,6 +80,7 @@ def add(into: CrawlCounts | None, more: CrawlCounts) -> CrawlCounts:
         due_width=into.due_width or more.due_width,
         refused=into.refused + more.refused,
         slowest=slowest,
+        errors=errors.errors,
     )
 
 
