@@ -16,8 +16,14 @@ COPY pyproject.toml README.md ./
 COPY agents ./agents
 COPY schemas ./schemas
 COPY topology ./topology
+# Crawl plugins baked into the image (docs/plugins.md, "Deploying plugins"): pip requirements,
+# space-separated, installed with streamcrawl in one resolution: names from your index
+# (--build-arg PLUGINS="acme-crawl-plugins==1.2") or paths in /src, such as the example package
+# copied here (--build-arg PLUGINS=./examples/plugins). Default: none.
+ARG PLUGINS=""
+COPY examples/plugins ./examples/plugins
 # Wheels only (no compiler in either stage); CI runs the same script: scripts/check-dockerfile.sh.
-RUN sh /usr/local/bin/streamcrawl-install /opt/venv /src
+RUN sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS
 
 # --- runtime ----------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}

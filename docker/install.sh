@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install streamcrawl with the kafka extra (the worker, the Kafka and Cassandra commands, the WARC
-# writer: pyproject.toml) from SRC into a new virtualenv at VENV, from binary wheels only.
+# writer: pyproject.toml) from SRC into a new virtualenv at VENV, from binary wheels only, and
+# the PLUGIN requirements after it (crawl plugins: docs/plugins.md) in the same pip resolution.
 #
 # The Dockerfile's builder stage runs this, and so does scripts/check-dockerfile.sh in CI (in a
 # fresh venv), so a broken install step fails CI even though CI cannot build images.
@@ -12,17 +13,20 @@
 # The venv gets no pip of its own: the final image carries no installer and no build tools.
 set -eu
 
-VENV=${1:?usage: install.sh VENV SRC}
-SRC=${2:?usage: install.sh VENV SRC}
+VENV=${1:?usage: install.sh VENV SRC [PLUGIN...]}
+SRC=${2:?usage: install.sh VENV SRC [PLUGIN...]}
+shift 2
 PYTHON=${PYTHON:-python3}
 
 "$PYTHON" -m venv --without-pip "$VENV"
 "$PYTHON" -m pip --python "$VENV/bin/python" install \
-  --no-cache-dir --disable-pip-version-check --only-binary=:all: "$SRC[kafka]"
+  --no-cache-dir --disable-pip-version-check --only-binary=:all: "$SRC[kafka]" "$@"
 
 # Smoke: the console script resolves, and the packages import with what the worker, the Kafka
 # commands and the WARC writer import (the base install alone would fail here).
 "$VENV/bin/python" -c "import streamcrawl.agents, streamcrawl.schemas, streamcrawl.topology.settings"
 "$VENV/bin/python" -c "import streamcrawl.topology.worker.app, streamcrawl.topology.cli.kafka_commands, streamcrawl.topology.cli.warc"
 "$VENV/bin/streamcrawl" --help >/dev/null
+# Every installed plugin loads (a broken entry point exits 2 here, not in a worker).
+"$VENV/bin/streamcrawl" plugin list
 echo "install.sh: streamcrawl installed into $VENV"

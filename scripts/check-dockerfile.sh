@@ -8,8 +8,9 @@
 # 2. Build the builder stage's context the way Docker would: every COPY source of that stage,
 #    filtered by .dockerignore, laid out under its destination.
 # 3. Run docker/install.sh on that context into a fresh venv with the same Python minor as the
-#    image. A missing COPY, a .dockerignore that hides a package, a dependency without a wheel
-#    or a broken console script fails here.
+#    image, with the example plugins as --build-arg PLUGINS=./examples/plugins gives them. A
+#    missing COPY, a .dockerignore that hides a package, a dependency without a wheel, a broken
+#    console script or a plugin that does not load fails here.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -76,8 +77,10 @@ for stage in stages:
         fail(f"base image {stage['image']!r} is not pinned to a python:3.11.<patch>-slim-bookworm tag")
 
 runs = [a for kw, a in builder["steps"] if kw == "RUN"]
-if runs != ["sh /usr/local/bin/streamcrawl-install /opt/venv /src"]:
+if runs != ["sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS"]:
     fail(f"the builder stage must install only via docker/install.sh, found RUN {runs}")
+if ("ARG", 'PLUGINS=""') not in builder["steps"]:
+    fail('the builder stage must declare ARG PLUGINS="" (docs/plugins.md, "Deploying plugins")')
 final_text = " ".join(f"{kw} {a}" for kw, a in final["steps"])
 if re.search(r"\b(gcc|g\+\+|clang|build-essential|make|cmake|rustc|cargo)\b", final_text):
     fail("the runtime stage mentions a compiler or build tool")
@@ -156,5 +159,13 @@ if [[ $image_minor != "$have_minor" ]]; then
 fi
 
 start=$SECONDS
-PYTHON=$PYTHON sh "$WORK/context/usr/local/bin/streamcrawl-install" "$WORK/venv" "$WORK/context/src"
+# As `docker build --build-arg PLUGINS=./examples/plugins .` runs it (from WORKDIR /src): the
+# plugins' extension point installs the example package, and its three plugins load.
+(cd "$WORK/context/src" && PYTHON=$PYTHON sh "$WORK/context/usr/local/bin/streamcrawl-install" \
+  "$WORK/venv" "$WORK/context/src" ./examples/plugins) | tee "$WORK/install.log"
+plugins=$(grep -c '"kind"' "$WORK/install.log" || true)
+if [[ $plugins != 3 ]]; then
+  echo "check-dockerfile: plugin list shows $plugins plugins after PLUGINS=./examples/plugins, not 3" >&2
+  exit 1
+fi
 echo "check-dockerfile: install step passed in $((SECONDS - start)) s"

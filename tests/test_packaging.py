@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.parser
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -266,3 +267,78 @@ def test_the_base_install_crawls_and_names_the_kafka_extra(tmp_path: Path) -> No
         "streamcrawl: error: worker needs the kafka extra (faust is not installed): "
         "pip install 'streamcrawl[kafka]'\n"
     )
+
+
+# --- crawl plugins in the worker image (docs/plugins.md, "Deploying plugins") -------------------
+
+
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's stages, each a list of (instruction, argument), continuation lines
+    joined and comments dropped."""
+    stages: list[list[tuple[str, str]]] = []
+    joined = ""
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if not joined and line.lstrip().startswith("#"):
+            continue
+        if line.rstrip().endswith("\\"):
+            joined += line.rstrip()[:-1] + " "
+            continue
+        keyword, _, arg = (joined + line).strip().partition(" ")
+        joined = ""
+        if keyword.upper() == "FROM":
+            stages.append([])
+        if keyword and stages:
+            stages[-1].append((keyword.upper(), arg.strip()))
+    return stages
+
+
+def test_the_worker_images_build_argument_plugins_is_installed_with_streamcrawl() -> None:
+    """``--build-arg PLUGINS=...`` reaches the builder stage's one install step, which hands it
+    to pip with streamcrawl and then loads every plugin; the example package is in the build
+    context for ``PLUGINS=./examples/plugins``."""
+    builder = dockerfile_stages()[0]
+    arg = builder.index(("ARG", 'PLUGINS=""'))
+    run = builder.index(("RUN", "sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS"))
+    assert arg < run and ("COPY", "examples/plugins ./examples/plugins") in builder[:run]
+    assert ("WORKDIR", "/src") in builder[:run]  # ./examples/plugins resolves there
+    assert "!examples/plugins" in (ROOT / ".dockerignore").read_text().splitlines()
+    install = (ROOT / "docker" / "install.sh").read_text()
+    assert "shift 2\n" in install and '"$SRC[kafka]" "$@"\n' in install
+    assert install.rstrip().splitlines()[-2] == '"$VENV/bin/streamcrawl" plugin list'
+    check = (ROOT / "scripts" / "check-dockerfile.sh").read_text()
+    assert '"$WORK/venv" "$WORK/context/src" ./examples/plugins)' in check  # CI installs them
+
+
+@pytest.mark.slow
+def test_the_example_plugins_installed_into_a_fresh_venv_are_listed(tmp_path: Path) -> None:
+    """``pip install examples/plugins`` next to streamcrawl (offline: the build backend from
+    this environment) and ``streamcrawl plugin list`` shows its three plugins, one of each
+    kind, loaded by entry point."""
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "outer.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    example = tmp_path / "example"  # a copy: the build leaves its folders next to the sources
+    shutil.copytree(ROOT / "examples" / "plugins", example)
+    for project in (ROOT, example):
+        subprocess.run(
+            [*PIP, "--python", str(python), "install", "-q", "--no-deps",
+             "--no-build-isolation", str(project)],
+            check=True, cwd=tmp_path,
+        )  # fmt: skip
+    listed = subprocess.run(
+        [str(env / "bin" / "streamcrawl"), "plugin", "list"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line) for line in listed.stdout.splitlines()] == [
+        {"name": "json_links", "kind": "link_extractor",
+         "about": "follow URLs listed in JSON blobs"},
+        {"name": "max_query_params", "kind": "url_filter",
+         "about": "refuse URLs with over max parameters"},
+        {"name": "price", "kind": "page_extractor", "about": "a page's price, normalized"},
+    ]  # fmt: skip
