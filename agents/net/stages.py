@@ -254,7 +254,7 @@ class Stages:
     ) -> Report:
         entry, rules = d.entry, d.rules
         assert entry is not None
-        redirect_target: list[str] = []
+        hop = _Hop()
         previous = entry.revisit
         validators = None
         if previous is not None:
@@ -270,7 +270,7 @@ class Stages:
                 self.session,
                 entry.url,
                 policy,
-                hop_check=partial(self._hop_check, d, redirect_target),
+                hop_check=partial(self._hop_check, d, hop),
                 hop_delay=d.rules.delay_for(d.robots),
                 validators=validators,
                 recorder=recorder,
@@ -281,27 +281,29 @@ class Stages:
         final = rules.canonicalizer.try_canonicalize(result.final_url)
         final_url = final.url if final is not None else entry.url
         if result.stopped is not None:
-            return _stopped(d, result, final_url, redirect_target)
+            return _stopped(d, result, final_url, hop)
         return self._fetched(d, result, final_url)
 
-    def _hop_check(self, d: Dispatch, redirect_target: list[str], target: str) -> str | None:
+    def _hop_check(self, d: Dispatch, hop: _Hop, target: str) -> str | None:
         """Whether a redirect to ``target`` is followed (None) or ends the fetch in a state; a
-        cross-origin target is kept in ``redirect_target``, for that origin's own queue."""
+        cross-origin target is kept in ``hop.target``, for that origin's own queue, and the
+        reason of a refusal (the scope's, or a URL filter's ``NAME: reason``, as at admission)
+        in ``hop.error``."""
         entry, rules = d.entry, d.rules
         assert entry is not None
         canon = rules.canonicalizer.try_canonicalize(target)
         if canon is None:
             return TerminalState.OUT_OF_SCOPE
         if canon.origin != d.origin:
-            redirect_target.append(canon.url)
+            hop.target = canon.url
             return TerminalState.REDIRECTED
         if is_asset(entry.kind):
-            out = rules.scope.check_asset(canon.url)
+            hop.error = rules.scope.check_asset(canon.url)
         else:
-            out = rules.scope.check(canon.url, entry.depth)
-        if out is not None:
-            return TerminalState.OUT_OF_SCOPE
-        if rules.plugins.url_filters and rules.plugins.check(canon.url, entry.depth, "redirect"):
+            hop.error = rules.scope.check(canon.url, entry.depth)
+        if hop.error is None and rules.plugins.url_filters:
+            hop.error = rules.plugins.check(canon.url, entry.depth, "redirect")
+        if hop.error is not None:
             return TerminalState.OUT_OF_SCOPE
         if d.robots is not None and not d.robots.allowed(canon.url, rules.policy.user_agent):
             return TerminalState.ROBOTS_DENIED
@@ -390,6 +392,15 @@ class Stages:
         )
         outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
         return Report(outcome, page, batches, body=_body(d, result, final_url, page=True))
+
+
+@dataclass
+class _Hop:
+    """What ``_hop_check`` decided about the redirect that stopped a fetch: a cross-origin
+    ``target`` (canonical) for its own origin's queue, or the ``error`` of a refusal."""
+
+    target: str | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -555,23 +566,27 @@ def _failed(d: Dispatch, exc: FetchError, started: float) -> Report:
     return Report(outcome, gone_page(d, outcome) if gone else None)
 
 
-def _stopped(
-    d: Dispatch, result: FetchResult, final_url: str, redirect_target: list[str]
-) -> Report:
-    """A fetch that stopped early (too large, a content type, a redirect not followed); a
-    cross-origin redirect's target goes to its own origin's queue."""
+def _stopped(d: Dispatch, result: FetchResult, final_url: str, hop: _Hop) -> Report:
+    """A fetch that stopped early (too large, a content type, a redirect not followed, with
+    the reason of a refused one); a cross-origin redirect's target goes to its own origin's
+    queue."""
     entry = d.entry
     assert entry is not None and result.stopped is not None
     outcome = page_outcome(
-        d, result.stopped, started=result.sent_at, status=result.status, final_url=final_url
+        d,
+        result.stopped,
+        started=result.sent_at,
+        status=result.status,
+        final_url=final_url,
+        error=hop.error,
     )
     report = Report(outcome)
-    if redirect_target:
-        target = UrlRef(redirect_target[0], entry.depth, entry.url, entry.kind, entry.lastmod)
+    if hop.target is not None:
+        target = UrlRef(hop.target, entry.depth, entry.url, entry.kind, entry.lastmod)
         report.batches.append(
             FrontierBatch(
                 crawl_id=entry.crawl_id,
-                origin=d.rules.canonicalizer.canonicalize(redirect_target[0]).origin,
+                origin=d.rules.canonicalizer.canonicalize(hop.target).origin,
                 urls=(target,),
             )
         )

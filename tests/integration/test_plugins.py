@@ -15,9 +15,9 @@ from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import CrawlPolicy, Extractor, PluginSpec, QueueEntry
-from tests.httpserver import LOOPBACK_GUARD, RecordingServer, html
+from tests.httpserver import LOOPBACK_GUARD, RecordingServer, html, redirect
 from tests.plugin_fixtures import registry
-from tests.wirings import WIRINGS, crawl_with_pages
+from tests.wirings import WIRINGS, State, crawl_with_pages
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +56,27 @@ async def test_a_url_filter_ends_what_it_refuses_out_of_scope(wiring: str, tmp_p
     assert states[srv.url("/secret/c")].state == "out_of_scope"
     assert states[srv.url("/a")].state == "fetched"
     assert "/secret/b" not in srv.paths()
+
+
+@pytest.mark.parametrize("wiring", WIRINGS)
+async def test_a_redirect_hop_a_url_filter_refuses_ends_out_of_scope_with_its_reason(
+    wiring: str, tmp_path: Path
+) -> None:
+    """A same-origin redirect to a URL the filter refuses stops the fetch there: the URL ends
+    ``out_of_scope`` with the filter's reason, as at admission; a hop the built-in scope
+    refuses keeps the scope's reason."""
+    routes = {**site(), "/go": redirect("/secret/b", 302), "/away": redirect("/drop", 302)}
+    async with RecordingServer(routes) as srv:  # type: ignore[arg-type]
+        spec = PluginSpec(name="no_word", args={"word": "secret"})
+        crawl = msgspec.structs.replace(
+            policy(srv.url("/go"), spec, max_depth=0, exclude=(r"/drop$",)),
+            seeds=(srv.url("/go"), srv.url("/away")),
+        )
+        states, pages = await crawl_with_pages(wiring, crawl, tmp_path, 30, plugins=registry())
+    assert states[srv.url("/go")].state == "out_of_scope"
+    assert states[srv.url("/go")].last_error == "no_word: has secret"
+    assert states[srv.url("/away")] == State("out_of_scope", "exclude", 1, 0)  # the rule's name
+    assert sorted(srv.paths()) == ["/away", "/go"] and pages == []
 
 
 @pytest.mark.parametrize("wiring", WIRINGS)
