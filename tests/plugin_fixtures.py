@@ -1,9 +1,13 @@
 """Plugins for tests, one of each kind and a few that misbehave, in a registry a test hands to
-a crawl (``Table``): nothing is installed, nothing leaks into other tests (docs/plugins.md)."""
+a crawl (``Table``): nothing is installed, nothing leaks into other tests (docs/plugins.md).
+For a ``streamcrawl`` subprocess: ``example_plugins_env``, the example package by entry point."""
 
 from __future__ import annotations
 
+import os
 import time
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -73,3 +77,23 @@ PLUGINS = {
 
 def registry() -> Table:
     return Table(PLUGINS)
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "plugins"
+
+
+def example_plugins_env(tmp: Path) -> dict[str, str]:
+    """``PYTHONPATH`` that gives a process the example plugins (``examples/plugins``) as if
+    installed: the package's sources, and under ``tmp`` a ``.dist-info`` with the entry points
+    of its own ``pyproject.toml``. Nothing is installed into the test's environment."""
+    project = tomllib.loads((EXAMPLES / "pyproject.toml").read_text())["project"]
+    points = project["entry-points"]["streamcrawl.plugins"]
+    dist = tmp / "plugins-site" / "streamcrawl_example_plugins-0.1.0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
+    )
+    lines = [f"{name} = {value}" for name, value in points.items()]
+    (dist / "entry_points.txt").write_text("[streamcrawl.plugins]\n" + "\n".join(lines) + "\n")
+    paths = [str(EXAMPLES / "src"), str(dist.parent), os.environ.get("PYTHONPATH", "")]
+    return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}

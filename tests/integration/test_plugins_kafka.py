@@ -5,17 +5,15 @@ in Cassandra's rows and in what ``streamcrawl pages`` prints; and a worker that 
 crawl names (docs/plugins.md, "A worker without the plugin").
 
 The package is not installed into the test's environment (a worker without it must stay
-possible, and other tests must not see its plugins): ``plugin_path`` lays out what an install
-would add to ``sys.path``, the package's sources and a ``.dist-info`` with the entry points of
-its own ``pyproject.toml``, for the processes given it on ``PYTHONPATH``.
+possible, and other tests must not see its plugins): ``example_plugins_env`` lays out what an
+install would add to ``sys.path``, the package's sources and a ``.dist-info`` with the entry
+points of its own ``pyproject.toml``, for the processes given it on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +21,14 @@ import pytest
 
 from streamcrawl.agents.sinks.contract import url_hash
 from tests.httpserver import RecordingServer, html, text
-from tests.integration.site import ROOT, Cluster, cli
+from tests.integration.site import Cluster, cli
 from tests.integration.test_page_links import read_pages
+from tests.plugin_fixtures import example_plugins_env
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.integration]
 
-EXAMPLES = ROOT / "examples" / "plugins"
 MISSING = "missing_plugin: price is not installed in this worker"
 CRAWLS = ("needs", "plain")
-
-
-def plugin_path(tmp: Path) -> dict[str, str]:
-    """``PYTHONPATH`` that gives a process the example plugins as if installed."""
-    project = tomllib.loads((EXAMPLES / "pyproject.toml").read_text())["project"]
-    points = project["entry-points"]["streamcrawl.plugins"]
-    dist = tmp / "plugins-site" / "streamcrawl_example_plugins-0.1.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
-    )
-    lines = [f"{name} = {value}" for name, value in points.items()]
-    (dist / "entry_points.txt").write_text("[streamcrawl.plugins]\n" + "\n".join(lines) + "\n")
-    paths = [str(EXAMPLES / "src"), str(dist.parent), os.environ.get("PYTHONPATH", "")]
-    return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
 def routes() -> dict[str, Any]:
@@ -91,7 +74,7 @@ def wait_rows(cluster: Cluster, count: int, timeout: float = 120) -> None:
 
 def test_a_worker_runs_each_kind_of_the_example_plugins(tmp_path: Path) -> None:
     cluster = Cluster.create(tmp_path, partitions=2)
-    env = plugin_path(tmp_path)
+    env = example_plugins_env(tmp_path)
     try:
         with RecordingServer(routes()) as srv:  # type: ignore[arg-type]
             cluster.start_worker("w1", **env).wait_ready()
@@ -149,7 +132,7 @@ def test_a_worker_without_a_plugin_fails_that_crawl_and_serves_others(tmp_path: 
     ``failed`` with ``missing_plugin`` and no request, and ``status`` shows the error; the
     worker logs one line, keeps running, and crawls a crawl seeded after it."""
     cluster = Cluster.create(tmp_path, partitions=2)
-    env = plugin_path(tmp_path)
+    env = example_plugins_env(tmp_path)
     try:
         with RecordingServer(routes()) as srv:  # type: ignore[arg-type]
             worker = cluster.start_worker("w1")
