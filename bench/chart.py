@@ -16,6 +16,8 @@ SHORT = {
     "embedded-proxy": "streamcrawl\nembedded --proxy",
     "kafka-1": "streamcrawl\nKafka, 1 worker",
     "kafka-1-rerun": "streamcrawl\nKafka, 1 worker\n(rerun)",
+    "kafka-1-extract": "streamcrawl\nKafka, 1 worker\n--extract x5",
+    "kafka-1-text": "streamcrawl\nKafka, 1 worker\n--text",
     "kafka-2": "streamcrawl\nKafka, 2 workers",
     "scrapy": "Scrapy",
     "crawlee": "Crawlee",

@@ -212,12 +212,13 @@ def measure(topo: Topology, seeded: Seeded, drained: Drained, *, rss_samples: bo
     return result
 
 
-def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
+def run_kafka_topology(ctx: RunContext, workers: int, flags: Sequence[str] = ()) -> dict:
     """The Kafka wiring with ``workers`` workers on the running Kafka and Cassandra: partitions
     ``kafka_partitions(spec)``, concurrency 64, seeded with every root and a budget of
-    ``ctx.max_pages`` (else twice the site), drained on the expected pages, measured as
-    ``measure`` says. ctx.profile: every worker runs under ``py-spy record``;
-    ctx.idle_window_s: ``idle_rates`` before the seed, as "idle_rates" in the result."""
+    ``ctx.max_pages`` (else twice the site) and ``flags`` (more of the seed command's options),
+    drained on the expected pages, measured as ``measure`` says. ctx.profile: every worker runs
+    under ``py-spy record``; ctx.idle_window_s: ``idle_rates`` before the seed, as
+    "idle_rates" in the result."""
     expected = ctx.spec.expected_pages
     rates = None
     with start_topology(
@@ -235,6 +236,7 @@ def run_kafka_topology(ctx: RunContext, workers: int) -> dict:
             delay=ctx.delay,
             max_pages=ctx.max_pages or 2 * expected,
             per_origin_concurrency=ctx.per_origin_concurrency,
+            flags=flags,
         )
         drained = drain(
             topo,

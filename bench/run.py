@@ -42,6 +42,8 @@ ALL = [
     "wget",
     "kafka-1",
     "kafka-2",
+    "kafka-1-extract",
+    "kafka-1-text",
 ]
 
 

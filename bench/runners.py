@@ -276,6 +276,8 @@ RUNNERS = {
     "wget": run_wget,
     "kafka-1": lambda ctx: run_kafka_topology(ctx, workers=1),
     "kafka-2": lambda ctx: run_kafka_topology(ctx, workers=2),
+    "kafka-1-extract": lambda ctx: run_kafka_topology(ctx, workers=1, flags=EXTRACT_FLAGS),
+    "kafka-1-text": lambda ctx: run_kafka_topology(ctx, workers=1, flags=("--text",)),
 }
 
 LABELS = {
@@ -290,4 +292,6 @@ LABELS = {
     "wget": "GNU Wget -r --warc-file",
     "kafka-1": "streamcrawl Kafka topology, 1 worker",
     "kafka-2": "streamcrawl Kafka topology, 2 workers",
+    "kafka-1-extract": "streamcrawl Kafka topology, 1 worker, --extract x5",
+    "kafka-1-text": "streamcrawl Kafka topology, 1 worker, --text",
 }

@@ -13,6 +13,8 @@ ORDER = [
     "embedded-proxy",
     "kafka-1",
     "kafka-1-rerun",
+    "kafka-1-extract",
+    "kafka-1-text",
     "kafka-2",
     "kafka-2-rerun",
     "scrapy",

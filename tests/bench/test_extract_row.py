@@ -8,6 +8,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # `bench` is a top-level folder of the repo, not an installed package
     sys.path.insert(0, str(REPO))
@@ -26,6 +28,26 @@ def test_the_row_is_registered_where_rows_are_named() -> None:
     name = "embedded-extract"
     assert name in RUNNERS and name in LABELS and name in ALL and name in ORDER and name in SHORT
     assert ALL.index(name) == ALL.index("embedded-requests") + 1
+
+
+@pytest.mark.parametrize("name", ["kafka-1-extract", "kafka-1-text"])
+def test_the_one_worker_rows_are_registered_and_seed_their_flags(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Kafka rows of --extract and --text: named everywhere rows are, and each runs
+    ``run_kafka_topology`` with one worker and its seed flags."""
+    import bench.runners as runners
+
+    assert name in RUNNERS and name in LABELS and name in ALL and name in ORDER and name in SHORT
+    called: list[tuple[int, tuple[str, ...]]] = []
+
+    def topology(_ctx: object, workers: int, flags: tuple[str, ...] = ()) -> dict:
+        called.append((workers, tuple(flags)))
+        return {}
+
+    monkeypatch.setattr(runners, "run_kafka_topology", topology)
+    RUNNERS[name](None)  # type: ignore[arg-type]
+    assert called == [(1, EXTRACT_FLAGS if name == "kafka-1-extract" else ("--text",))]
 
 
 def test_its_five_extractors_read_every_page_of_the_site() -> None:
