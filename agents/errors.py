@@ -47,6 +47,11 @@ class ErrorClass(enum.StrEnum):
     # The crawl names a credential for the origin that this process does not hold: nothing was
     # sent (docs/requests.md).
     MISSING_CREDENTIAL = "missing_credential"
+    # JavaScript rendering (agents/render/): the browser did not produce a DOM in time (an
+    # endless script, a page that never loads), or it crashed or closed mid-render. The page's
+    # HTTP copy is kept; its record says why the render failed (docs/rendering.md).
+    RENDER_TIMEOUT = "render_timeout"
+    RENDER_CRASH = "render_crash"
 
 
 class FetchError(CrawlError):
@@ -87,6 +92,11 @@ class FetchPermanent(FetchError):
     ) -> None:
         super().__init__(message, error_class=error_class)
         self.status = status
+
+
+class RenderError(FetchError):
+    """A render failed: ``render_timeout`` or ``render_crash``; the renderer stays usable (a
+    crashed or hung browser is replaced before the next render)."""
 
 
 class StateError(CrawlError):

@@ -163,6 +163,7 @@ LAYERS = {
     "streamcrawl.agents.content": "content",
     "streamcrawl.agents.frontier": "frontier",
     "streamcrawl.agents.net": "net",
+    "streamcrawl.agents.render": "render",
     "streamcrawl.agents.sinks": "sinks",
     "streamcrawl.agents.sinks.cassandra": "cassandra",
     "streamcrawl.agents.sinks.warc": "warc",
@@ -178,7 +179,7 @@ LAYERS = {
 
 _BASE = {"core", "schemas"}
 _PURE = _BASE | {"urls", "robots", "plugins", "policy", "content"}
-_STAGES = _PURE | {"frontier", "net", "sinks"}
+_STAGES = _PURE | {"frontier", "net", "render", "sinks"}
 # Which layers each layer may import (besides itself): the stages bottom-up, then the wiring.
 MAY_IMPORT: dict[str, set[str]] = {
     "core": {"core"},
@@ -189,7 +190,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "policy": _BASE | {"urls", "robots", "plugins"},
     "content": _BASE | {"urls", "robots", "plugins", "policy"},
     "frontier": _BASE | {"urls", "robots", "plugins", "policy"},
-    "net": _PURE | {"frontier"},
+    # The browser (render) knows nothing of the fetcher: net serves its requests.
+    "render": _BASE,
+    "net": _PURE | {"frontier", "render"},
     "sinks": _BASE,
     "cassandra": _BASE | {"sinks"},
     "warc": _BASE | {"sinks"},
@@ -215,6 +218,7 @@ THIRD_PARTY = {
     "isal": {"warc"},
     "aiohttp": {"net", "streamcrawl.topology.cli.demo"},  # the demo's local web server
     "cassandra": {"cassandra"},
+    "playwright": {"render"},
 }
 
 

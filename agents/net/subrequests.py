@@ -1,0 +1,147 @@
+"""The browser's requests, on the crawl's own network path.
+
+A rendered page's scripts, stylesheets, XHRs and frames are not fetched by the browser (it has
+no network: ``agents/render/browser.py``) but here, by ``fetch`` over the process's session:
+the SSRF guard judges each resolved address, the proxy carries it, the dispatch's
+``RequestContext`` gives it the crawl's headers, cookies and credential for the origin, and the
+crawl's recorder archives it (a request/response pair in the WARC, as for the page).
+
+The rule (docs/rendering.md, "The network path"):
+
+- same origin as the page only: a subrequest to another origin is refused (``cross_origin``);
+  it would need that origin's robots.txt and its own politeness slot;
+- robots.txt of the origin is obeyed (``robots``);
+- one at a time, each ``delay`` seconds (the crawl's delay, or robots.txt's Crawl-delay) after
+  the previous request to the origin was on the wire, the page's own fetch first: the render
+  holds the origin's slot, and it is as polite as the crawl;
+- a redirect is followed within the origin only; an error is the fetch's error class
+  (``blocked``: the guard refused the address, ``timeout``, ``http_4xx``...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Final
+
+import aiohttp
+import msgspec
+
+from streamcrawl.agents.errors import FetchError
+from streamcrawl.agents.frontier.scheduler import Dispatch
+from streamcrawl.agents.net.capture import Recorder
+from streamcrawl.agents.net.fetch import fetch
+from streamcrawl.agents.net.request import RequestContext
+from streamcrawl.agents.render.page import BrowserRequest, Served
+from streamcrawl.agents.robots.rules import robots_url
+
+# What a page's subrequests may be: scripts, styles, data, frames (images, fonts and media are
+# refused before they get here unless the renderer loads them).
+SUBREQUEST_TYPES: Final = (
+    "text/html",
+    "application/xhtml+xml",
+    "text/javascript",
+    "application/javascript",
+    "application/x-javascript",
+    "text/ecmascript",
+    "application/ecmascript",
+    "application/json",
+    "application/ld+json",
+    "text/css",
+    "text/plain",
+    "text/xml",
+    "application/xml",
+    "image/svg+xml",
+    "application/wasm",
+)
+
+
+class Subrequests:
+    """Serves the browser's requests of one dispatch's render (a ``Serve`` callable).
+
+    ``last_sent``: when the previous request to the origin was on the wire (the page's own
+    fetch first); ``close`` cancels what is still in flight, so that nothing is sent for the
+    page once its render ended."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        d: Dispatch,
+        request: RequestContext,
+        recorder: Recorder | None,
+        last_sent: float,
+    ) -> None:
+        self.session = session
+        self.d = d
+        self.request = request
+        self.recorder = recorder
+        self.last_sent = last_sent
+        self.delay = d.rules.delay_for(d.robots)
+        self.policy = msgspec.structs.replace(d.rules.policy, content_types=SUBREQUEST_TYPES)
+        self._turn = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Served | str]] = set()
+        self.closed = False
+
+    async def __call__(self, browser: BrowserRequest) -> Served | str:
+        url = browser.url.partition("#")[0]
+        reason = self._refusal(url)
+        if reason is not None or self.closed:
+            return reason or "closed"
+        task = asyncio.ensure_future(self._fetch(url))
+        self._tasks.add(task)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return "closed"
+        finally:
+            self._tasks.discard(task)
+
+    async def close(self) -> None:
+        """Cancel the subrequests still in flight; later ones are refused (``closed``)."""
+        self.closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _refusal(self, url: str) -> str | None:
+        """Why ``url`` is not fetched (the rule of the module docstring); None: it is."""
+        canon = self.d.rules.canonicalizer.try_canonicalize(url)
+        if canon is None:
+            return "bad_url"
+        if canon.origin != self.d.origin:
+            return "cross_origin"
+        robots = self.d.robots
+        if (
+            robots is not None
+            and url != robots_url(self.d.origin)
+            and not robots.allowed(canon.url, self.policy.user_agent)
+        ):
+            return "robots"
+        return None
+
+    async def _fetch(self, url: str) -> Served | str:
+        async with self._turn:
+            wait = self.last_sent + self.delay - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            try:
+                result = await fetch(
+                    self.session,
+                    url,
+                    self.policy,
+                    hop_check=self._hop_check,
+                    hop_delay=self.delay,
+                    recorder=self.recorder,
+                    request=self.request,
+                )
+            except FetchError as exc:
+                self.last_sent = time.time()
+                return str(exc.error_class)
+            self.last_sent = result.sent_at
+        if result.stopped is not None:
+            return result.stopped
+        return Served(result.status, result.headers, result.body)
+
+    def _hop_check(self, target: str) -> str | None:
+        """A subrequest's redirect is followed within the origin, as robots.txt allows."""
+        return self._refusal(target)

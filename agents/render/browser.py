@@ -1,0 +1,322 @@
+"""The process's one browser: Chromium from the system, driven by Playwright, without a network.
+
+``Renderer`` launches Chromium (``RenderSettings.chromium``, ``/usr/bin/chromium`` by default:
+Debian's package; Playwright never downloads a browser here) with its proxy set to a loopback
+port that this process holds bound and never listens on, no bypass for loopback, and a host
+resolver that resolves nothing: a request the route handler (``page.py``) does not answer can
+only fail. Service workers are blocked, so no request escapes the page's routes.
+
+Lifecycle: one browser per process; one context per origin, shared by the renders of that origin
+in flight and closed when the last ends; every page closed in a ``finally`` before its context;
+the browser replaced after ``recycle_after`` renders or when its processes' RSS passes
+``max_rss``, and after a crash; a page or browser that does not close in time is killed.
+
+``playwright`` and ``psutil`` (the ``render`` extra) are imported only when a browser starts:
+a crawl without ``--render`` never loads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from streamcrawl.agents.errors import ConfigError, ErrorClass, RenderError
+from streamcrawl.agents.render.page import PageRoutes, Rendered, Serve, Served
+
+log = logging.getLogger(__name__)
+
+ENV_CHROMIUM: Final = "STREAMCRAWL_CHROMIUM"
+DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
+_CLOSE_TIMEOUT: Final = 5.0  # seconds for a page, context or browser to close before a kill
+_MARK: Final = "--streamcrawl-renderer="  # a switch Chromium ignores: finds our processes
+
+
+def default_chromium() -> str:
+    """``STREAMCRAWL_CHROMIUM``, else Debian's ``/usr/bin/chromium``."""
+    return os.environ.get(ENV_CHROMIUM) or DEFAULT_CHROMIUM
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """The process's rendering settings (docs/rendering.md, "Limits").
+
+    ``navigation_timeout``: seconds until the document's DOMContentLoaded; ``settle_timeout``:
+    seconds more for the network to go idle (then the DOM is taken as it is) and for the DOM to
+    be read; ``recycle_after``: renders before the browser is replaced; ``max_rss``: bytes of
+    the browser's processes above which it is replaced; ``concurrency``: pages at once;
+    ``media``: load images, fonts and media; ``max_subrequests``: per page, then refused."""
+
+    chromium: str = field(default_factory=default_chromium)
+    navigation_timeout: float = 15.0
+    settle_timeout: float = 5.0
+    recycle_after: int = 200
+    max_rss: int = 1 << 30
+    concurrency: int = 2
+    media: bool = False
+    max_subrequests: int = 100
+
+
+class Renderer:
+    """Renders pages in one Chromium; ``render`` may be called concurrently. Call ``close``
+    once done (the browser and the Playwright driver stop)."""
+
+    def __init__(self, settings: RenderSettings | None = None) -> None:
+        self.settings = settings if settings is not None else RenderSettings()
+        self.renders = 0  # by the current browser
+        self.launches = 0
+        self._mark = uuid.uuid4().hex
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._closed_port: socket.socket | None = None
+        self._contexts: dict[str, tuple[Any, int]] = {}
+        self._slots = asyncio.Semaphore(self.settings.concurrency)
+        self._idle = asyncio.Condition()
+        self._in_flight = 0
+
+    async def render(self, origin: str, url: str, document: Served, serve: Serve) -> Rendered:
+        """Render ``document`` (the response the crawl fetched for ``url``), every subrequest
+        answered by ``serve``. Raises ``RenderError`` (``render_timeout``, ``render_crash``);
+        the renderer is usable after either."""
+        async with self._slots, self._turn():
+            routes = PageRoutes(
+                url, document, serve, self.settings.media, self.settings.max_subrequests
+            )
+            started = time.perf_counter()
+            async with self._context(origin) as context:
+                html = await self._load(context, routes)
+            elapsed = (time.perf_counter() - started) * 1000.0
+            return Rendered(html, elapsed, routes.subrequests, routes.navigation)
+
+    async def close(self) -> None:
+        """Stop the browser and the driver; ``render`` may start them again."""
+        await self._stop_browser()
+        if self._playwright is not None:
+            with contextlib.suppress(Exception):
+                await self._playwright.stop()
+            self._playwright = None
+        if self._closed_port is not None:
+            self._closed_port.close()
+            self._closed_port = None
+
+    def rss(self) -> int:
+        """Resident bytes of the browser's processes (0: none running)."""
+        return sum(_rss(p) for p in self._processes())
+
+    def browser_pids(self) -> list[int]:
+        """The process ids of the current browser (its main process first)."""
+        return [p.pid for p in self._processes()]
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """One render's turn: a browser replaced only while no render is in flight."""
+        async with self._idle:
+            if self._due():
+                await self._idle.wait_for(lambda: self._in_flight == 0)
+                if self._due():
+                    await self._stop_browser()
+            if self._browser is None:
+                await self._launch()
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            async with self._idle:
+                self._in_flight -= 1
+                self.renders += 1
+                self._idle.notify_all()
+
+    def _due(self) -> bool:
+        """Whether the browser is to be replaced: dead, used enough, or too large."""
+        if self._browser is None:
+            return False
+        if not self._browser.is_connected() or self.renders >= self.settings.recycle_after:
+            return True
+        return self.rss() > self.settings.max_rss
+
+    async def _launch(self) -> None:
+        if self._playwright is None:
+            self._playwright = await _start_playwright(self.settings.chromium)
+        if self._closed_port is None:
+            self._closed_port = closed_port()
+        port = self._closed_port.getsockname()[1]
+        from playwright.async_api import Error as PlaywrightError
+
+        try:
+            self._browser = await self._playwright.chromium.launch(
+                executable_path=self.settings.chromium, args=isolated_args(port, self._mark)
+            )
+        except PlaywrightError as exc:
+            raise RenderError(
+                f"cannot start Chromium at {self.settings.chromium}: {exc}"[:500],
+                error_class=ErrorClass.RENDER_CRASH,
+            ) from exc
+        self.renders = 0
+        self.launches += 1
+        log.info("browser started (%s)", self._browser.version)
+
+    async def _stop_browser(self) -> None:
+        """Close the browser (killed if it does not close in time); contexts go with it."""
+        browser, self._browser = self._browser, None
+        self._contexts.clear()
+        if browser is None:
+            return
+        pids = self.browser_pids()
+        try:
+            await asyncio.wait_for(browser.close(), _CLOSE_TIMEOUT)
+        except Exception as exc:
+            log.warning("browser did not close (%r): killed", exc)
+            _kill(pids)
+
+    @contextlib.asynccontextmanager
+    async def _context(self, origin: str) -> AsyncIterator[Any]:
+        """The origin's context, shared by its renders in flight; closed after the last."""
+        context, users = self._contexts.get(origin, (None, 0))
+        if context is None:
+            try:
+                context = await self._browser.new_context(service_workers="block")
+            except Exception as exc:
+                raise _crash(exc) from exc
+        self._contexts[origin] = (context, users + 1)
+        try:
+            yield context
+        finally:
+            context, users = self._contexts.pop(origin, (context, 1))
+            if users > 1:
+                self._contexts[origin] = (context, users - 1)
+            else:
+                await self._close(context.close())
+
+    async def _load(self, context: Any, routes: PageRoutes) -> str:
+        """Open a page, load the document, let it settle, read the DOM; the page is closed
+        whatever happens."""
+        try:
+            page = await context.new_page()
+        except Exception as exc:
+            raise _crash(exc) from exc
+        try:
+            await page.route("**/*", routes.handle)
+            return await self._settled_dom(page, routes)
+        finally:
+            await self._close(page.close(run_before_unload=False))
+
+    async def _settled_dom(self, page: Any, routes: PageRoutes) -> str:
+        from playwright.async_api import Error as PlaywrightError
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        settings = self.settings
+        try:
+            # Committed, then parsed: Playwright's own load states wait for a navigation a
+            # script starts while the document loads (aborted here), so the page's own
+            # readyState is asked instead.
+            timeout = settings.navigation_timeout * 1000
+            await page.goto(routes.url, wait_until="commit", timeout=timeout)
+            await page.wait_for_function("document.readyState !== 'loading'", timeout=timeout)
+            await routes.settled(settings.settle_timeout)  # a page that keeps polling is taken
+            return str(await asyncio.wait_for(page.content(), settings.settle_timeout))
+        except (PlaywrightTimeout, TimeoutError) as exc:
+            raise RenderError(
+                f"no DOM of {routes.url} in time: {str(exc).splitlines()[0]}"[:500],
+                error_class=ErrorClass.RENDER_TIMEOUT,
+            ) from exc
+        except PlaywrightError as exc:
+            raise _crash(exc) from exc
+
+    async def _close(self, closing: Any) -> None:
+        """Await a page's or context's close; one that hangs or fails takes the browser down
+        (replaced before the next render)."""
+        try:
+            await asyncio.wait_for(closing, _CLOSE_TIMEOUT)
+        except Exception as exc:
+            log.warning("browser page or context did not close (%r): browser replaced", exc)
+            await self._stop_browser()
+
+    def _processes(self) -> list[Any]:
+        if self._browser is None:
+            return []
+        return _marked(self._mark)
+
+
+def _crash(exc: BaseException) -> RenderError:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return RenderError(f"browser failed: {text}"[:500], error_class=ErrorClass.RENDER_CRASH)
+
+
+async def _start_playwright(chromium: str) -> Any:
+    """Playwright's driver, once the browser binary is known to exist."""
+    if not os.access(chromium, os.X_OK):
+        raise ConfigError(
+            f"no Chromium at {chromium}: install Debian's chromium (apt-get install chromium) "
+            f"or name the binary in {ENV_CHROMIUM}"
+        )
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        raise ConfigError(
+            "--render needs the render extra (playwright is not installed): "
+            "pip install 'streamcrawl[render]'"
+        ) from None
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    return await async_playwright().start()
+
+
+def closed_port() -> socket.socket:
+    """A loopback port bound and never listened on: a connection to it is refused."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def isolated_args(proxy_port: int, mark: str) -> list[str]:
+    """Chromium switches that leave it no network: everything through a proxy that refuses,
+    loopback included, and no name resolved."""
+    return [
+        f"--proxy-server=http://127.0.0.1:{proxy_port}",
+        "--proxy-bypass-list=<-loopback>",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+        "--dns-prefetch-disable",
+        "--no-pings",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-domain-reliability",
+        "--disable-sync",
+        f"{_MARK}{mark}",
+    ]
+
+
+def _marked(mark: str) -> list[Any]:
+    """The browser launched with ``mark`` and its child processes (main process first)."""
+    import psutil
+
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if f"{_MARK}{mark}" in proc.cmdline():
+                return [proc, *proc.children(recursive=True)]
+    return []
+
+
+def _rss(proc: Any) -> int:
+    import psutil
+
+    try:
+        return int(proc.memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGKILL what is left of a browser's processes."""
+    import signal
+
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
