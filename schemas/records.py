@@ -47,6 +47,10 @@ from msgspec import Meta
 # and ``asset_hosts``; the ``asset`` and ``stylesheet`` URL kinds (UrlRef, QueueEntry, Capture);
 # ``Page.assets``, the asset URLs a page needs. v1-v6 records are still accepted (a crawl that
 # fetches no asset; a page record that lists none).
+# v7: JavaScript rendering (docs/rendering.md): ``CrawlPolicy.render`` and ``render_include``;
+# a page's ``render`` (how it was read: ``none`` or ``browser``), ``render_ms``,
+# ``render_error`` and ``render_refused``; an outcome's ``render_needed`` (what ``auto`` learns
+# from). v1-v6 records are still accepted (a crawl that renders nothing; a page read over HTTP).
 SCHEMA_VERSION = 7
 
 
@@ -152,6 +156,10 @@ Timeout = Annotated[float, Meta(gt=0.0, le=3_600.0)]
 # A revisit interval (v4): one second (tests, a busy feed) to a year.
 Interval = Annotated[float, Meta(ge=1.0, le=365 * DAY)]
 RecrawlMode = Literal["adaptive", "fixed"]
+# When pages are rendered in a browser (docs/rendering.md, "When to render").
+RenderMode = Literal["never", "always", "auto"]
+# How a page record's document was read: over HTTP only, or as a browser rendered it.
+PageRender = Literal["none", "browser"]
 # What a fetch found, against the copy of its previous fetch (Page.change, v4).
 Change = Literal["new", "changed", "unchanged", "gone"]
 HeaderName = Annotated[
@@ -359,6 +367,12 @@ class CrawlPolicy(msgspec.Struct, frozen=True, kw_only=True):
     assets: Annotated[tuple[AssetType, ...], Meta(max_length=5)] = ()
     max_assets: Annotated[int, Meta(ge=1, le=MAX_ASSETS)] | None = None
     asset_hosts: Annotated[tuple[Host, ...], Meta(max_length=MAX_HOSTS)] | None = None
+    # v7, ``--render`` (docs/rendering.md): which HTML pages a browser renders before they are
+    # parsed: ``never``, ``always``, or ``auto`` (those that look built by scripts, learned per
+    # origin and path prefix); ``render_include``: URLs that match are rendered whenever the
+    # mode is not ``never``, and with ``always`` only they are.
+    render: RenderMode = "never"
+    render_include: Annotated[tuple[Pattern, ...], Meta(max_length=MAX_PATTERNS)] = ()
 
     def wants_bodies(self) -> bool:
         """Whether page records carry their decoded body: for the page stream or the sinks."""
@@ -504,6 +518,10 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     # v6, a crawl with ``cookies``: the Set-Cookie headers of the fetch's responses, in order
     # (redirect hops first), for the origin's jar; applied as of ``finished_at``.
     set_cookies: Annotated[tuple[SetCookie, ...], Meta(max_length=256)] = ()
+    # v7, ``--render auto``: a page rendered and read over HTTP both: whether the render found
+    # links the HTTP copy lacks (None: not compared). The frontier tallies it per path prefix
+    # in ``OriginState.renders`` (docs/rendering.md, "auto").
+    render_needed: bool | None = None
 
 
 # Where a link was found: <a>, <area>, <link rel=next/prev/alternate>, <iframe>, <frame>,
@@ -587,6 +605,15 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     # crawl's types, in document order (docs/assets.md); each is a URL of the crawl with its
     # own state in the status stream.
     assets: Annotated[tuple[Url, ...], Meta(max_length=MAX_PAGE_ASSETS)] = ()
+    # v7 (docs/rendering.md): ``browser``: the links, title, data and text come from the DOM a
+    # browser rendered (``body`` too, when kept; ``body_sha256``/``body_bytes`` stay the HTTP
+    # response's); ``render_ms``: how long the render took; ``render_error``: why a render
+    # failed (``render_timeout: ...``, ``render_crash: ...``; the record is then the HTTP
+    # copy's, ``render`` ``none``); ``render_refused``: the page's subrequests refused.
+    render: PageRender = "none"
+    render_ms: Annotated[float, Meta(ge=0.0)] | None = None
+    render_error: Annotated[str, Meta(max_length=500)] | None = None
+    render_refused: Annotated[int, Meta(ge=0)] = 0
 
 
 class UrlStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -623,6 +650,14 @@ class Lane(msgspec.Struct, kw_only=True, omit_defaults=True):
     tail_due: float = 0.0
 
 
+class RenderTally(msgspec.Struct, array_like=True):
+    """Renders of one path prefix compared with its HTTP copies: ``checked``, and of those
+    ``needed`` (the render found links the HTTP copy lacks)."""
+
+    checked: int = 0
+    needed: int = 0
+
+
 class OriginState(msgspec.Struct, kw_only=True):
     """Per-origin frontier state: queue bounds, timing, backoff and the cached robots.txt.
 
@@ -656,6 +691,9 @@ class OriginState(msgspec.Struct, kw_only=True):
     # A crawl with cookies (``CrawlPolicy.cookies``): its cookie jar for this origin, by crawl
     # id, as the outcomes' Set-Cookie headers left it (``agents/net/cookies.py``).
     jars: dict[str, tuple[Cookie, ...]] = msgspec.field(default_factory=dict)
+    # ``--render auto``: by crawl id, then path prefix, what renders of its pages found
+    # (``agents/render/rule.py``).
+    renders: dict[str, dict[str, RenderTally]] = msgspec.field(default_factory=dict)
 
 
 # Topic name (after ``<prefix>.``) -> value record. ``status`` carries terminal URL states keyed by
