@@ -692,7 +692,7 @@ class OriginState(msgspec.Struct, kw_only=True):
     # id, as the outcomes' Set-Cookie headers left it (``agents/net/cookies.py``).
     jars: dict[str, tuple[Cookie, ...]] = msgspec.field(default_factory=dict)
     # ``--render auto``: by crawl id, then path prefix, what renders of its pages found
-    # (``agents/render/rule.py``).
+    # (``agents/policy/rendering.py``).
     renders: dict[str, dict[str, RenderTally]] = msgspec.field(default_factory=dict)
 
 

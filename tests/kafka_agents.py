@@ -25,6 +25,7 @@ from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.plugins.registry import Registry
 from streamcrawl.agents.policy.rules import CrawlRules
+from streamcrawl.agents.render.browser import RenderSettings
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.fetch_service import FetchService
 from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
@@ -62,6 +63,8 @@ class AgentsCrawl:
     # The process's network (proxy, credentials); default: loopback allowed, nothing else.
     network: Network = field(default_factory=lambda: Network(guard=LOOPBACK_GUARD))
     plugins: Registry | None = None  # where the crawl's plugins are found (docs/plugins.md)
+    # The process's browser settings (crawls with --render); None: the defaults.
+    render: RenderSettings | None = None
 
     def __post_init__(self) -> None:
         self.rules = CrawlRules.from_policy(self.policy, self.plugins, missing_ok=True)
@@ -90,7 +93,7 @@ class AgentsCrawl:
             partitions=self.partitions,
             concurrency=self.concurrency,
             page_bytes=PAGE_LIMIT,
-            core=CrawlCore(self.network),
+            core=CrawlCore(self.network, self.render),
         )
         self.agent = FrontierAgent(
             store=self.store,

@@ -10,6 +10,7 @@ from pathlib import Path
 from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.plugins.registry import Registry
+from streamcrawl.agents.render.browser import RenderSettings
 from streamcrawl.schemas.codec import decode
 from streamcrawl.schemas.records import CrawlPolicy, Page
 from streamcrawl.topology.embedded.runner import EmbeddedCrawl
@@ -50,17 +51,22 @@ async def crawl_with_pages(
     timeout: float = 60.0,
     network: Network | None = None,
     plugins: Registry | None = None,
+    render: RenderSettings | None = None,
 ) -> tuple[dict[str, State], list[Page]]:
     """``crawl``, and the page records as the wiring hands them on, in order: the lines of
     the embedded crawl's ``pages.jsonl``, the values the agents publish on ``pages``.
-    ``plugins``: where the crawl's plugins are found (default: the installed ones)."""
+    ``plugins``: where the crawl's plugins are found (default: the installed ones);
+    ``render``: the process's browser settings (a crawl with ``--render``)."""
     if wiring == "embedded":
+        core = None
+        if network is not None or render is not None:
+            core = CrawlCore(network if network is not None else Network(), render)
         await EmbeddedCrawl(
             policy,
             out_dir=tmp_path / "out",
             state_dir=tmp_path / "state",
             concurrency=8,
-            core=CrawlCore(network) if network is not None else None,
+            core=core,
             plugins=plugins,
         ).run()
         out: dict[str, State] = {}
@@ -74,7 +80,7 @@ async def crawl_with_pages(
         return out, [decode("pages", line) for line in lines]
     if network is None:
         network = Network(guard=LOOPBACK_GUARD)
-    agents = await AgentsCrawl(policy, network=network, plugins=plugins).run(timeout)
+    agents = await AgentsCrawl(policy, network=network, plugins=plugins, render=render).run(timeout)
     states = {
         url: State(str(s.state), s.last_error, s.attempts, s.depth)
         for url, s in agents.states().items()

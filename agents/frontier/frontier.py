@@ -32,6 +32,7 @@ from streamcrawl.agents.frontier.statuses import (
     terminal_status,
 )
 from streamcrawl.agents.frontier.store import Changes
+from streamcrawl.agents.policy import rendering
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import robots_expiry
 from streamcrawl.agents.urls import cookies
@@ -137,6 +138,7 @@ class Frontier:
         policy = rules.policy
         self._time(st, outcome, rules)
         keep_cookies(st, outcome, rules)
+        keep_render_tally(st, outcome)
         if outcome.state == RETRY and entry.attempts + 1 <= policy.retries:
             again = msgspec.structs.replace(
                 entry, attempts=entry.attempts + 1, last_error=outcome.error
@@ -286,6 +288,17 @@ def robots_unusable(st: OriginState, rules: CrawlRules) -> bool:
     """robots.txt failed (5xx/unreachable) but not yet often enough to give up on the origin."""
     failed = st.robots_expires > 0 and (st.robots_status is None or st.robots_status >= 500)
     return failed and st.failures <= rules.policy.retries
+
+
+def keep_render_tally(st: OriginState, outcome: Outcome) -> None:
+    """Count a render compared with its HTTP copy (``--render auto``) in the tally of its
+    crawl and path prefix, which later pages of the prefix are decided by."""
+    if outcome.render_needed is None:
+        return
+    prefix = rendering.path_prefix(outcome.url)
+    tallies = st.renders.setdefault(outcome.crawl_id, {})
+    if prefix in tallies or len(tallies) < rendering.MAX_PREFIXES:  # bounded per origin
+        tallies[prefix] = rendering.tallied(tallies.get(prefix), outcome.render_needed)
 
 
 def keep_cookies(st: OriginState, outcome: Outcome, rules: CrawlRules) -> None:

@@ -26,7 +26,7 @@ from streamcrawl.agents.frontier.records import queued_entries
 from streamcrawl.agents.frontier.store import Changes, Store
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import RobotsRules
-from streamcrawl.schemas.records import Cookie, OriginState, QueueEntry
+from streamcrawl.schemas.records import Cookie, OriginState, QueueEntry, RenderTally
 
 ROBOTS_SEQ = -1
 DUE_SEQ = -2  # a ``due`` dispatch: no request, the frontier queues the origin's due revisits
@@ -51,6 +51,8 @@ class Dispatch:
     since_end: float | None = None
     # A crawl with cookies: its jar for the origin, as the frontier last stored it.
     cookies: tuple[Cookie, ...] = ()
+    # ``--render auto``: the crawl's render tallies for the origin, by path prefix.
+    renders: dict[str, RenderTally] = field(default_factory=dict)
 
 
 @dataclass
@@ -381,7 +383,16 @@ class Scheduler:
         robots = rules.robots(state)
         if robots is not None and not robots.allowed(entry.url, rules.policy.user_agent):
             return Dispatch("deny", origin, seq, entry, rules)
-        page = Dispatch("page", origin, seq, entry, rules, robots, cookies=_jar(rules, state))
+        page = Dispatch(
+            "page",
+            origin,
+            seq,
+            entry,
+            rules,
+            robots,
+            cookies=_jar(rules, state),
+            renders=state.renders.get(rules.policy.crawl_id, {}),
+        )
         return self._spend(rules, page)
 
     def _rate_wait(self, rules: CrawlRules, now: float) -> float | None:

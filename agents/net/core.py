@@ -14,18 +14,36 @@ from collections.abc import Iterable
 from streamcrawl.agents.net.fetch import make_session
 from streamcrawl.agents.net.network import Network
 from streamcrawl.agents.net.stages import SeenCheck, Stages
+from streamcrawl.agents.render.browser import Renderer, RenderSettings
 
 
 class CrawlCore:
-    """Builds the stages of a process's dispatches from its ``Network``; both wirings get one."""
+    """Builds the stages of a process's dispatches from its ``Network``; both wirings get one.
 
-    def __init__(self, network: Network) -> None:
+    The process's one browser (``Renderer``) is built the first time a crawl asks for
+    rendering, and stopped by ``close``."""
+
+    def __init__(self, network: Network, render: RenderSettings | None = None) -> None:
         self.network = network
+        self.render_settings = render
+        self._renderer: Renderer | None = None
 
-    def stages(self, seen: SeenCheck, *, allow: Iterable[str] = ()) -> Stages:
+    def renderer(self) -> Renderer:
+        """The process's renderer (built on first use; its browser starts on first render)."""
+        if self._renderer is None:
+            self._renderer = Renderer(self.render_settings)
+        return self._renderer
+
+    async def close(self) -> None:
+        """Stop the browser, if one was started (a later ``renderer()`` starts another)."""
+        if self._renderer is not None:
+            await self._renderer.close()
+
+    def stages(self, seen: SeenCheck, *, allow: Iterable[str] = (), render: bool = False) -> Stages:
         """The stages of this process, over a new HTTP session (``Stages.close`` closes it).
-        ``allow``: addresses the guard also allows (an embedded crawl's own seeds). Call it
-        inside a running event loop."""
+        ``allow``: addresses the guard also allows (an embedded crawl's own seeds); ``render``:
+        the stages render pages (the crawl's ``--render`` is not ``never``). Call it inside a
+        running event loop."""
         allowed = tuple(allow)
         guard = self.network.guard.with_addresses(allowed) if allowed else self.network.guard
         session = make_session(
@@ -34,4 +52,4 @@ class CrawlCore:
             resolver=self.network.resolver,
             proxy=self.network.proxy,
         )
-        return Stages(session, seen, self.network)
+        return Stages(session, seen, self.network, self.renderer() if render else None)

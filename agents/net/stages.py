@@ -48,6 +48,7 @@ from streamcrawl.agents.net.capture import Recorder, page_capture
 from streamcrawl.agents.net.fetch import FetchResult, SentAt, conditional_headers, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
 from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.net.rendering import RenderView, render_view, wants_render
 from streamcrawl.agents.net.reports import (
     fetched_outcome,
     gone_page,
@@ -60,6 +61,7 @@ from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.net.robots_fetch import fetch_robots
 from streamcrawl.agents.plugins.api import PageView
 from streamcrawl.agents.policy.assets import MAX_ASSET_DEPTH, asset_policy, is_asset
+from streamcrawl.agents.render.browser import Renderer
 from streamcrawl.agents.robots.rules import robots_url, x_robots_tag
 from streamcrawl.agents.urls.canonical import Canonical
 from streamcrawl.schemas.records import (
@@ -112,11 +114,18 @@ class Stages:
     credentials) and a read-only seen lookup. Built by ``agents.net.core.CrawlCore``."""
 
     def __init__(
-        self, session: aiohttp.ClientSession, seen: SeenCheck, network: Network | None = None
+        self,
+        session: aiohttp.ClientSession,
+        seen: SeenCheck,
+        network: Network | None = None,
+        renderer: Renderer | None = None,
     ) -> None:
+        """``renderer``: the process's browser, for crawls with ``--render`` (None: pages are
+        read over HTTP only)."""
         self.session = session
         self.seen = seen
         self.network = network if network is not None else Network()
+        self.renderer = renderer
 
     async def close(self) -> None:
         await self.session.close()
@@ -282,7 +291,11 @@ class Stages:
         final_url = final.url if final is not None else entry.url
         if result.stopped is not None:
             return _stopped(d, result, final_url, hop)
-        return self._fetched(d, result, final_url)
+        view = None
+        if self.renderer is not None and wants_render(d, result) and not _unchanged(d, result):
+            view = await render_view(self.renderer, self.session, d, result, request, recorder)
+            result = msgspec.structs.replace(result, sent_at=view.sent_at)  # politeness
+        return self._fetched(d, result, final_url, view)
 
     def _hop_check(self, d: Dispatch, hop: _Hop, target: str) -> str | None:
         """Whether a redirect to ``target`` is followed (None) or ends the fetch in a state; a
@@ -311,7 +324,9 @@ class Stages:
             return TerminalState.DUPLICATE
         return None
 
-    def _fetched(self, d: Dispatch, result: FetchResult, final_url: str) -> Report:
+    def _fetched(
+        self, d: Dispatch, result: FetchResult, final_url: str, view: RenderView | None = None
+    ) -> Report:
         """A response to read: a listing's URLs, a revisit found unchanged, or a page."""
         entry, rules = d.entry, d.rules
         assert entry is not None
@@ -336,19 +351,26 @@ class Stages:
             outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
             return Report(outcome, unchanged_page(d, result, final_url))
         assert digest is not None
-        return self._parsed(d, result, final_url, digest)
+        return self._parsed(d, result, final_url, digest, view)
 
-    def _parsed(self, d: Dispatch, result: FetchResult, final_url: str, digest: str) -> Report:
+    def _parsed(
+        self,
+        d: Dispatch,
+        result: FetchResult,
+        final_url: str,
+        digest: str,
+        view: RenderView | None = None,
+    ) -> Report:
         entry, rules = d.entry, d.rules
         assert entry is not None
         policy = rules.policy
-        doc = _read_document(d, result)
+        doc = _read_document(d, result, view.html if view is not None else None)
         # Each href canonicalized once, for the page record's list and for the links followed.
         found = canonical_links(doc.links, doc.header_follow, rules, doc.base)
         follow: list[Canonical] = []
         feeds = doc.feeds
         if not (policy.honor_nofollow and "nofollow" in doc.directives):
-            follow = followed(found, policy.honor_nofollow)
+            follow = followed(found, policy.honor_nofollow) + _navigation(d, view)
         else:
             feeds = ()
         # Recorded resolved and canonicalized (http(s) only): the page's own choice of crawl key.
@@ -391,6 +413,9 @@ class Stages:
             assets=assets,
         )
         outcome = fetched_outcome(d, result, final_url, digest, TerminalState.FETCHED)
+        if view is not None:
+            page = _rendered_record(page, view, policy.wants_bodies() and not noindex)
+            outcome = msgspec.structs.replace(outcome, render_needed=view.needed)
         return Report(outcome, page, batches, body=_body(d, result, final_url, page=True))
 
 
@@ -422,10 +447,13 @@ class _Document:
     assets: list[Asset] = field(default_factory=list)
 
 
-def _read_document(d: Dispatch, result: FetchResult) -> _Document:
+def _read_document(d: Dispatch, result: FetchResult, rendered: str | None = None) -> _Document:
     """Parse the body (HTML) and the headers (Link, X-Robots-Tag) of a page response: the
-    body once, for its links and the crawl's extractors."""
+    body once, for its links and the crawl's extractors; ``rendered``: the DOM a browser
+    rendered from it, read instead of the body."""
     policy, extractors = d.rules.policy, d.rules.extractors
+    if rendered is not None:
+        result = msgspec.structs.replace(result, text=rendered)
     directives: frozenset[str] = frozenset()
     if policy.honor_x_robots_tag:
         directives = x_robots_tag(result.headers, policy.user_agent)
@@ -462,6 +490,36 @@ def _plug(d: Dispatch, result: FetchResult, doc: _Document, tree: LexborHTMLPars
     )
     doc.view = view
     doc.data = plugin_data(d.rules, view, doc.data, doc.plugin_errors)
+
+
+def _unchanged(d: Dispatch, result: FetchResult) -> bool:
+    """A revisit that found the page as it was (a 304, or the same body): nothing to render."""
+    assert d.entry is not None
+    previous = d.entry.revisit
+    if previous is None:
+        return False
+    return result.status == 304 or hashlib.sha256(result.body).hexdigest() == previous.digest
+
+
+def _navigation(d: Dispatch, view: RenderView | None) -> list[Canonical]:
+    """Where a script tried to send the page: a link for the frontier (not followed there)."""
+    if view is None or view.navigation is None:
+        return []
+    canon = d.rules.canonicalizer.try_canonicalize(view.navigation)
+    return [canon] if canon is not None else []
+
+
+def _rendered_record(page: Page, view: RenderView, body: bool) -> Page:
+    """The page record of a render: ``render`` and its time, or why it failed."""
+    if view.html is None:
+        return msgspec.structs.replace(page, render_error=view.error)
+    return msgspec.structs.replace(
+        page,
+        render="browser",
+        render_ms=view.render_ms,
+        render_refused=view.refused,
+        body=view.html if body else None,
+    )
 
 
 def _page_record(

@@ -18,6 +18,7 @@ from streamcrawl.agents.policy.requests import RequestPlan
 from streamcrawl.agents.policy.revisit import RevisitPolicy
 from streamcrawl.agents.robots.rules import RobotsRules, product_token
 from streamcrawl.agents.urls.canonical import Canonicalizer, CanonicalOptions
+from streamcrawl.agents.urls.patterns import UrlPattern, compile_patterns
 from streamcrawl.agents.urls.scope import Scope
 from streamcrawl.schemas.records import CrawlPolicy, OriginState
 
@@ -38,6 +39,8 @@ class CrawlRules:
     # The crawl's plugins, built, in its order (docs/plugins.md); ``plugins.missing``: the
     # error of one this process lacks (only with ``missing_ok``).
     plugins: Plugins = field(default_factory=Plugins)
+    # ``--render-include`` compiled (docs/rendering.md); none: the mode alone decides.
+    render_include: tuple[UrlPattern, ...] = ()
     _robots: OrderedDict[str, tuple[float, int | None, RobotsRules]] = field(
         default_factory=OrderedDict
     )
@@ -74,7 +77,12 @@ class CrawlRules:
             requests=RequestPlan.from_policy(policy, scope),
             extractors=extractors,
             plugins=plugins,
+            render_include=compile_patterns(policy.render_include, "--render-include"),
         )
+
+    def render_included(self, url: str) -> bool:
+        """Whether ``url`` matches one of the crawl's ``--render-include`` patterns."""
+        return any(p.search(url) for p in self.render_include)
 
     def robots(self, state: OriginState) -> RobotsRules | None:
         """The parsed robots.txt cached in ``state``; ``None`` when it must be (re)fetched.

@@ -143,7 +143,10 @@ class Renderer:
 
     async def _launch(self) -> None:
         if self._playwright is None:
-            self._playwright = await _start_playwright(self.settings.chromium)
+            try:
+                self._playwright = await _start_playwright(self.settings.chromium)
+            except ConfigError as exc:  # no browser here: the page keeps its HTTP copy
+                raise RenderError(str(exc), error_class=ErrorClass.RENDER_CRASH) from None
         if self._closed_port is None:
             self._closed_port = closed_port()
         port = self._closed_port.getsockname()[1]
@@ -244,6 +247,32 @@ class Renderer:
         return _marked(self._mark)
 
 
+def check_render(chromium: str | None = None) -> None:
+    """``ConfigError`` (one line, what to install) when this process cannot render: no
+    Chromium at the configured path, or no ``playwright`` (the render extra). Imports
+    nothing."""
+    import importlib.util
+
+    path = chromium or default_chromium()
+    if not os.access(path, os.X_OK):
+        raise ConfigError(_no_chromium(path))
+    if importlib.util.find_spec("playwright") is None:
+        raise ConfigError(_NO_EXTRA)
+
+
+def _no_chromium(path: str) -> str:
+    return (
+        f"no Chromium at {path}: install Debian's chromium (apt-get install chromium) "
+        f"or name the binary in {ENV_CHROMIUM}"
+    )
+
+
+_NO_EXTRA: Final = (
+    "--render needs the render extra (playwright is not installed): "
+    "pip install 'streamcrawl[render]'"
+)
+
+
 def _crash(exc: BaseException) -> RenderError:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return RenderError(f"browser failed: {text}"[:500], error_class=ErrorClass.RENDER_CRASH)
@@ -252,17 +281,11 @@ def _crash(exc: BaseException) -> RenderError:
 async def _start_playwright(chromium: str) -> Any:
     """Playwright's driver, once the browser binary is known to exist."""
     if not os.access(chromium, os.X_OK):
-        raise ConfigError(
-            f"no Chromium at {chromium}: install Debian's chromium (apt-get install chromium) "
-            f"or name the binary in {ENV_CHROMIUM}"
-        )
+        raise ConfigError(_no_chromium(chromium))
     try:
         from playwright.async_api import async_playwright
     except ImportError:
-        raise ConfigError(
-            "--render needs the render extra (playwright is not installed): "
-            "pip install 'streamcrawl[render]'"
-        ) from None
+        raise ConfigError(_NO_EXTRA) from None
     os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
     return await async_playwright().start()
 

@@ -261,7 +261,9 @@ class FetchService(Service):
 
     # -- the loop -------------------------------------------------------------------------------
     async def on_start(self) -> None:
-        self._stages = self.core.stages(self._seen)
+        # Until render workers exist, a crawl with --render renders here; the browser starts
+        # on the first page a crawl asks to render (docs/rendering.md, "Not built yet").
+        self._stages = self.core.stages(self._seen, render=True)
         self.add_future(self._dispatch_loop())
 
     async def on_stop(self) -> None:
@@ -277,6 +279,7 @@ class FetchService(Service):
         await self.links.close()
         if self._stages is not None:
             await self._stages.close()
+        await self.core.close()
 
     def _seen(self, crawl_id: str, url: str) -> bool:
         from streamcrawl.agents.frontier.records import seen_key

@@ -290,6 +290,8 @@ POLICY_FLAGS: dict[str, tuple[list[str], Callable[[dict[str, Any]], Any], Any]] 
     "--assets": (["--assets", "images,css"], policy("assets"), ("css", "images")),
     "--max-assets": (["--max-assets", "7"], policy("max_assets"), 7),
     "--asset-hosts": (["--asset-hosts", "same"], policy("asset_hosts"), ()),
+    "--render": (["--render", "auto"], policy("render"), "auto"),
+    "--render-include": (["--render-include", "/app/"], policy("render_include"), ("/app/",)),
     "--extract": (
         ["--extract", "tags=all:a.tag::attr(href)"],
         policy("extract"),

@@ -81,6 +81,8 @@ FLAGS = [
         (OriginAuth(origin="https://example.org", credential="SITE"),),
     ),
     (["--warc-credentials", "keep"], "warc_credentials", "keep"),
+    (["--render", "auto"], "render", "auto"),
+    (["--render-include", "/app/"], "render_include", ("/app/",)),
     (
         ["--extract", "price=.price::text"],
         "extract",
@@ -120,7 +122,6 @@ NO_FLAG = {
     "warc",  # seed's --warc, crawl's --warc DIR: own flags (tests/unit/test_cli_flags.py)
     "cookie_presets",  # --cookie-for: test_a_cookie_preset_turns_the_jar_on
     "plugins",  # --plugin needs a plugin to name: tests/unit/test_plugins.py
-    "render", "render_include",  # schema v7 ahead of its flags (the next commit)
 }  # fmt: skip
 
 

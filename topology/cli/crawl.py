@@ -191,6 +191,10 @@ def crawl_setup(args: argparse.Namespace) -> CrawlSetup:
         policy = msgspec.structs.replace(policy, recrawl_at=time.time())
     if args.warc is not None:
         policy = msgspec.structs.replace(policy, warc=True)
+    if policy.render != "never":  # no browser, or no playwright: one line, nothing crawled
+        from streamcrawl.agents.render.browser import check_render
+
+        check_render()
     network = network_from_args(args, limit=args.concurrency)
     # A crawl that names a credential this process lacks: one line, nothing crawled.
     network.credentials.require(a.credential for a in policy.auth)

@@ -262,6 +262,13 @@ _LISTS: tuple[tuple[str, str, Callable[[str], str], str], ...] = (
         str,
         "also start from this sitemap or sitemap index (repeatable; may be gzipped)",
     ),
+    (
+        "--render-include",
+        "REGEX",
+        _regex,
+        "render URLs matching in a browser whenever --render is not never; with --render "
+        "always, only these (repeatable)",
+    ),
 )
 
 
@@ -334,6 +341,14 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
 
 def add_content_flags(p: argparse.ArgumentParser) -> None:
     """What a crawl keeps of a page and fetches with it: extractors, plugins, assets."""
+    p.add_argument(
+        "--render",
+        choices=("never", "always", "auto"),
+        default="never",
+        help="render HTML pages in a browser (the system's Chromium) before they are parsed: "
+        "never, always, or auto: those that look built by scripts, learned per origin and "
+        "path prefix (default %(default)s; docs/rendering.md)",
+    )
     p.add_argument(
         "--extract",
         action="append",
@@ -474,6 +489,8 @@ def policy_from_args(
         plugins=tuple(args.plugin),
         assets=args.assets,
         asset_hosts=args.asset_hosts,
+        render=args.render,
+        render_include=tuple(args.render_include),
         **numbers,
         **switches,
         **request_fields(args),

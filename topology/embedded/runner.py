@@ -305,7 +305,8 @@ class EmbeddedCrawl:
         seeds = await seed_addresses((*self.policy.seeds, *self.policy.sitemap_seeds))
         if seeds:
             log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
-        self._stages = self.core.stages(self._seen, allow=seeds)
+        render = self.policy.render != "never"
+        self._stages = self.core.stages(self._seen, allow=seeds, render=render)
 
     async def step(self) -> list[Page] | None:
         """One turn of the loop: start what the scheduler lets start, sleep until a request
@@ -351,6 +352,8 @@ class EmbeddedCrawl:
         finally:
             if self._stages is not None:
                 await self._stages.close()
+                if self._stages.renderer is not None:
+                    await self.core.close()  # the browser, started for this crawl
             self.summary.elapsed = time.monotonic() - self._started
             if self.warc is not None:
                 self.warc.close()

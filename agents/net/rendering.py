@@ -1,0 +1,103 @@
+"""The render stage: after the HTTP fetch of an HTML page, render it when the crawl says so.
+
+``render_view`` decides (``agents/policy/rendering.py``: ``--render`` and ``--render-include``,
+the guess and the origin's tallies for ``auto``), renders the response the crawl fetched in the
+process's ``Renderer`` (``agents/render/browser.py``), every subrequest served by
+``Subrequests`` on the crawl's own network path, and returns what the parse stage reads: the
+rendered DOM, or the HTTP copy with the render's error (docs/rendering.md, "Failures": a page
+whose render failed keeps its HTTP copy; its record says why).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import aiohttp
+
+from streamcrawl.agents.errors import RenderError
+from streamcrawl.agents.frontier.scheduler import Dispatch
+from streamcrawl.agents.net.capture import Recorder
+from streamcrawl.agents.net.fetch import FetchResult
+from streamcrawl.agents.net.request import RequestContext
+from streamcrawl.agents.net.subrequests import Subrequests
+from streamcrawl.agents.policy import rendering
+from streamcrawl.agents.render.browser import Renderer
+from streamcrawl.agents.render.page import Served
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+@dataclass
+class RenderView:
+    """What a render adds to a fetched page. ``html``: the rendered DOM (None: the render
+    failed, ``error`` says why); ``needed``: ``auto`` compared the render with the HTTP copy
+    (None: not compared); ``navigation``: where a script tried to send the page; ``sent_at``:
+    when the last request to the origin was on the wire (the page's or a subrequest's)."""
+
+    html: str | None
+    render_ms: float | None
+    refused: int
+    sent_at: float
+    error: str | None = None
+    navigation: str | None = None
+    needed: bool | None = None
+
+
+def wants_render(d: Dispatch, result: FetchResult) -> bool:
+    """Whether the page of ``result`` is rendered: a new or changed HTML page (2xx) of a crawl
+    whose ``--render`` and ``--render-include`` say so."""
+    entry, rules = d.entry, d.rules
+    policy = rules.policy
+    if policy.render == "never" or entry is None or entry.kind != "page":
+        return False
+    if result.text is None or result.content_type not in HTML_TYPES or result.status >= 300:
+        return False
+    included = rules.render_included(result.final_url)
+    looks = False
+    if rendering.needs_http_signals(policy.render, included):
+        looks = rendering.looks_client_built(rendering.signals(result.text))
+    return rendering.decide(
+        policy.render,
+        result.final_url,
+        included=included,
+        any_include=bool(rules.render_include),
+        looks=looks,
+        tally=d.renders.get(rendering.path_prefix(result.final_url)),
+    )
+
+
+async def render_view(
+    renderer: Renderer,
+    session: aiohttp.ClientSession,
+    d: Dispatch,
+    result: FetchResult,
+    request: RequestContext,
+    recorder: Recorder | None,
+) -> RenderView:
+    """Render the page of ``result`` (``wants_render`` said so); never raises ``RenderError``:
+    a failed render is a view without ``html``."""
+    serve = Subrequests(session, d, request, recorder, last_sent=result.sent_at)
+    document = Served(result.status, dict(result.headers), result.body)
+    try:
+        rendered = await renderer.render(d.origin, result.final_url, document, serve)
+    except RenderError as exc:
+        log.info("render of %s failed: %s", result.final_url, exc, extra={"origin": d.origin})
+        error = f"{exc.error_class}: {exc}"
+        return RenderView(None, None, 0, serve.last_sent, error=error[:500])
+    finally:
+        await serve.close()
+    needed = None
+    if d.rules.policy.render == "auto" and result.text is not None:
+        before = rendering.signals(result.text).hrefs
+        needed = rendering.found_more(before, rendering.signals(rendered.html).hrefs)
+    return RenderView(
+        rendered.html,
+        rendered.render_ms,
+        rendered.refused,
+        serve.last_sent,
+        navigation=rendered.navigation,
+        needed=needed,
+    )
