@@ -30,7 +30,7 @@ from streamcrawl.schemas.records import RenderMode, RenderTally
 NEAR_EMPTY: Final = 200  # characters of visible text
 LEARNED_AFTER: Final = 3  # compared renders before a prefix's tally decides
 MAX_PREFIXES: Final = 256  # tallies kept per crawl and origin; past them, the guess alone
-RECHECK: Final = 0.1  # share of the pages not rendered that are rendered to check the guess
+RECHECK: Final = 0.02  # share of the pages not rendered that are rendered to check the guess
 APP_ROOTS: Final = frozenset({"root", "app", "__next", "__nuxt", "___gatsby", "svelte", "main-app"})
 _APP_ATTRIBUTES: Final = ("data-reactroot", "ng-app", "ng-version", "data-v-app")
 

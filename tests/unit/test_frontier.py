@@ -376,3 +376,29 @@ def test_a_dispatch_carries_its_crawls_jar_for_the_origin(env) -> None:  # type:
     (d,) = scheduler.take(1000.0, 1)
     assert isinstance(d, Dispatch) and d.entry is not None and d.entry.url == ORIGIN + "/y"
     assert [(c.name, c.value) for c in d.cookies] == [("sid", "1")]
+
+
+# -- --render auto (docs/rendering.md, "When to render") -----------------------------------------
+
+
+def test_render_tallies_are_stored_with_the_origin_and_reach_its_dispatches(env) -> None:  # type: ignore[no-untyped-def]
+    from streamcrawl.schemas.records import RenderTally
+
+    frontier, store = env
+    r = rules(render="auto", obey_robots=False)
+    ch = Changes(store)
+    frontier.admit(ch, batch("/app/1", "/app/2", "/app/3"), r, budget=None)
+    frontier.apply(
+        ch, outcome(0, TerminalState.FETCHED, url=ORIGIN + "/app/1", render_needed=True), r
+    )
+    frontier.apply(
+        ch, outcome(1, TerminalState.FETCHED, url=ORIGIN + "/app/2", render_needed=False), r
+    )
+    ch.commit()
+    tally = RenderTally(checked=2, needed=1)
+    assert load_origin(store, ORIGIN).renders == {"c": {"/app/": tally}}  # read back from the store
+    scheduler = Scheduler(store, lambda _c: r)
+    scheduler.track(load_origin(store, ORIGIN))
+    (d,) = scheduler.take(1000.0, 1)
+    assert isinstance(d, Dispatch) and d.entry is not None and d.entry.url == ORIGIN + "/app/3"
+    assert d.renders == {"/app/": tally}
