@@ -185,6 +185,9 @@ class Renderer:
         if context is None:
             try:
                 context = await self._browser.new_context(service_workers="block")
+                # A page's own routes come first; this one refuses what no page routes (a
+                # popup a script opened), before the browser tries its closed proxy.
+                await context.route("**/*", _refuse)
             except Exception as exc:
                 raise _crash(exc) from exc
         self._contexts[origin] = (context, users + 1)
@@ -271,6 +274,13 @@ _NO_EXTRA: Final = (
     "--render needs the render extra (playwright is not installed): "
     "pip install 'streamcrawl[render]'"
 )
+
+
+async def _refuse(route: Any) -> None:
+    from playwright.async_api import Error as PlaywrightError
+
+    with contextlib.suppress(PlaywrightError):
+        await route.abort("blockedbyclient")
 
 
 def _crash(exc: BaseException) -> RenderError:

@@ -238,6 +238,7 @@ async def test_the_browser_opens_no_socket_of_its_own(renderer: Renderer) -> Non
           try {{ new WebSocket('ws://localhost:{counter.port}/'); }} catch (e) {{}}
           try {{ new EventSource('http://{target}/events'); }} catch (e) {{}}
           navigator.sendBeacon('http://{target}/beacon', 'x');
+          window.open('http://{target}/popup');
         </script><iframe src='http://{target}/frame'></iframe>"""
         rendered = await render(renderer, srv.url("/"), srv.origin, body)
         await asyncio.sleep(1.0)

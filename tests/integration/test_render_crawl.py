@@ -109,3 +109,38 @@ def test_crawl_without_a_browser_exits_2_in_one_line(tmp_path: Path) -> None:
         f"streamcrawl: error: no Chromium at {tmp_path / 'no-chromium'}: install Debian's "
         "chromium (apt-get install chromium) or name the binary in STREAMCRAWL_CHROMIUM\n"
     )
+
+
+async def test_subrequests_are_archived_with_the_page(tmp_path: Path) -> None:
+    """A crawl with --warc: each subrequest is a request/response pair of its own, in the
+    page's capture (docs/warc.md); the page's own response is there once."""
+    from streamcrawl.agents.net.core import CrawlCore
+    from streamcrawl.agents.net.network import Network
+    from streamcrawl.topology.embedded.runner import EmbeddedCrawl
+    from tests.integration.test_warc_crawl import records, validate
+
+    async with RecordingServer(site()) as srv:
+        policy = CrawlPolicy(
+            crawl_id="render-warc",
+            seeds=(srv.url("/app/"),),
+            delay=0.0,
+            render="always",
+            warc=True,
+            max_depth=0,
+        )
+        await EmbeddedCrawl(
+            policy,
+            out_dir=tmp_path / "out",
+            state_dir=tmp_path / "st",
+            warc=tmp_path / "w",
+            core=CrawlCore(Network(), FAST),
+        ).run()
+    validate(tmp_path / "w")
+    pairs = [
+        (r.rec_type, r.rec_headers["WARC-Target-URI"])
+        for r in records(tmp_path / "w")
+        if r.rec_type in ("request", "response")
+    ]
+    json_url = srv.url("/app/links.json")
+    assert ("request", json_url) in pairs and ("response", json_url) in pairs
+    assert pairs.count(("response", srv.url("/app/"))) == 1  # the page, fetched once
