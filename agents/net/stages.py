@@ -367,24 +367,11 @@ class Stages:
         doc = _read_document(d, result, view.html if view is not None else None)
         # Each href canonicalized once, for the page record's list and for the links followed.
         found = canonical_links(doc.links, doc.header_follow, rules, doc.base)
-        follow: list[Canonical] = []
-        feeds = doc.feeds
-        if not (policy.honor_nofollow and "nofollow" in doc.directives):
-            follow = followed(found, policy.honor_nofollow) + _navigation(d, view)
-        else:
-            feeds = ()
         # Recorded resolved and canonicalized (http(s) only): the page's own choice of crawl key.
         canon = (
             rules.canonicalizer.try_canonicalize(doc.canonical, doc.base) if doc.canonical else None
         )
-        if policy.follow_canonical and canon is not None and canon.url != final_url:
-            follow, feeds = [canon], ()  # the canonical is crawled instead of these links
-        elif (
-            rules.plugins.link_extractors
-            and doc.view is not None
-            and "nofollow" not in doc.directives
-        ):
-            follow = plugin_links(rules, doc.view, follow, found, doc.plugin_errors)
+        follow, feeds = _to_follow(d, doc, found, canon, final_url, view)
         batches = link_batches(entry.crawl_id, rules, follow, final_url, entry.depth + 1)
         outlinks = sum(len(b.urls) for b in batches)
         if feeds:
@@ -490,6 +477,32 @@ def _plug(d: Dispatch, result: FetchResult, doc: _Document, tree: LexborHTMLPars
     )
     doc.view = view
     doc.data = plugin_data(d.rules, view, doc.data, doc.plugin_errors)
+
+
+def _to_follow(
+    d: Dispatch,
+    doc: _Document,
+    found: list[tuple[Link, Canonical]],
+    canon: Canonical | None,
+    final_url: str,
+    view: RenderView | None,
+) -> tuple[list[Canonical], tuple[str, ...]]:
+    """The links a page's URLs come from, and its feeds: none under nofollow; the page's
+    canonical alone when it names another URL and the crawl follows canonicals; else its links
+    (and a script's navigation), as the crawl's link extractor plugins change them."""
+    rules = d.rules
+    policy = rules.policy
+    follow: list[Canonical] = []
+    feeds = doc.feeds
+    if not (policy.honor_nofollow and "nofollow" in doc.directives):
+        follow = followed(found, policy.honor_nofollow) + _navigation(d, view)
+    else:
+        feeds = ()
+    if policy.follow_canonical and canon is not None and canon.url != final_url:
+        return [canon], ()  # the canonical is crawled instead of these links
+    if rules.plugins.link_extractors and doc.view is not None and "nofollow" not in doc.directives:
+        follow = plugin_links(rules, doc.view, follow, found, doc.plugin_errors)
+    return follow, feeds
 
 
 def _unchanged(d: Dispatch, result: FetchResult) -> bool:

@@ -597,15 +597,20 @@ async def test_a_keyspace_of_schema_5_is_refused_until_create_schema_adds_column
 ) -> None:
     """The tables as schema version 5 made them: the sink names the missing columns; after
     ``admin create-schema`` a page keeps its plugin errors and its assets."""
-    version_6 = ("plugin_errors frozen<list<text>>,", "assets frozen<list<text>>,")
+    version_6 = (
+        "plugin_errors frozen<list<text>>,", "assets frozen<list<text>>,", "render text,",
+        "render_ms double,", "render_error text,", "render_refused int,",
+    )  # fmt: skip
     old_tables = [
-        (s.replace(version_6[0], "").replace(version_6[1], ""), ())
+        (functools.reduce(lambda s, column: s.replace(column, ""), version_6, s), ())
         for s in schema_statements(config)
         if "ADD IF NOT EXISTS (plugin_errors" not in s
     ]
     assert len(old_tables) == len(schema_statements(config)) - 1
     run_cql(config, *old_tables)
-    missing = r"lacks tables pages\.plugin_errors, pages\.assets: run `streamcrawl"
+    missing = (
+        r"lacks tables pages\.plugin_errors, pages\.assets, pages\.render, .*: run `streamcrawl"
+    )
     with pytest.raises(CrawlError, match=missing):
         await CassandraSink(config).start()
     create_schema(config)
@@ -613,7 +618,10 @@ async def test_a_keyspace_of_schema_5_is_refused_until_create_schema_adds_column
     await sink.start()
     try:
         assets = ("https://example.org/a.css", "https://cdn.example.net/b.png")
-        new = page(crawl_id, "https://example.org/new", plugin_errors=PLUGIN_ERRORS, assets=assets)
+        new = page(
+            crawl_id, "https://example.org/new", plugin_errors=PLUGIN_ERRORS, assets=assets,
+            render="browser", render_ms=812.5, render_refused=3,
+        )  # fmt: skip
         await sink.write([new], [])
         assert await sink.get_page(crawl_id, new.url) == new
     finally:
