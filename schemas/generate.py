@@ -34,6 +34,7 @@ _ORIGIN_KEY = ("origin", "the origin scheme://host[:port] (lowercase, IDNA) as U
 _TOPIC_CONFIGS = {
     "pages": {"compression.type": "zstd"},
     "captures": {"compression.type": "zstd"},
+    "render": {"compression.type": "zstd"},
     "control": {"cleanup.policy": "compact"},
 }
 

@@ -51,6 +51,9 @@ from msgspec import Meta
 # a page's ``render`` (how it was read: ``none`` or ``browser``), ``render_ms``,
 # ``render_error`` and ``render_refused``; an outcome's ``render_needed`` (what ``auto`` learns
 # from). v1-v6 records are still accepted (a crawl that renders nothing; a page read over HTTP).
+# v7, the Kafka wiring's render stage: the ``render`` topic, whose ``RenderRequest`` records carry
+# a fetched page a fetch worker hands to the render workers (docs/rendering.md, "The Kafka
+# wiring"); a topic between the project's own processes, published with the others.
 SCHEMA_VERSION = 7
 
 
@@ -414,7 +417,8 @@ class FrontierBatch(msgspec.Struct, frozen=True, kw_only=True):
 
 class Revisit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What the previous fetch of a URL of a continuous crawl found, and when it is due again
-    (``agents/frontier/revisits.py``). Stored with its queue entry, never on the wire."""
+    (``agents/frontier/revisits.py``). Stored with its queue entry; on the wire only in a
+    ``RenderRequest``."""
 
     fetched_at: float  # the previous fetch's request start
     level: int  # its place on the crawl's interval ladder (agents/policy/revisit.py)
@@ -432,8 +436,8 @@ class Revisit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 class Cookie(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One cookie of an origin's jar, as RFC 6265 section 5.3 stores it (``agents/urls/cookies.py``
-    sets and sends it). Stored with its origin's state (``OriginState.jars``), never on the
-    wire."""
+    sets and sends it). Stored with its origin's state (``OriginState.jars``); on the wire only
+    in a ``RenderRequest`` (the jar its page was fetched with)."""
 
     name: str
     value: str
@@ -765,6 +769,48 @@ class Capture(msgspec.Struct, frozen=True, kw_only=True):
     revisit: CaptureRevisit | None = None
 
 
+class RenderRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A fetched page to render, published on ``render`` keyed by origin (v7).
+
+    A fetch worker of the Kafka wiring sends it instead of parsing a page its crawl renders; a
+    render worker (``streamcrawl render-worker``) renders it and publishes what the fetch would
+    have: the page, its link batches and, last, the outcome of ``seq`` (docs/rendering.md, "The
+    Kafka wiring"). ``entry``: the queue entry fetched; ``final_url``: the response's URL,
+    canonical (``response_url`` as fetched); the response (``status``, ``headers``, ``body``
+    decoded from its encodings and within the crawl's ``max_body``, ``charset`` the codec of
+    its text); the fetch's times (``sent_at``: its last request on the wire, where the render's
+    subrequest delay starts); the origin's robots.txt as the dispatch read it; the cookies the
+    dispatch sent and the ``set_cookies`` its responses carried; ``exchanges``: the fetch's own
+    (a crawl with ``warc``), the render's subrequests are added to them. ``expires_at``: the
+    fetch worker stops waiting then and publishes the HTTP copy itself; a render worker drops a
+    request past it.
+    """
+
+    v: int = SCHEMA_VERSION
+    crawl_id: CrawlId
+    origin: Origin
+    seq: Annotated[int, Meta(ge=0)]
+    entry: QueueEntry
+    final_url: Url
+    response_url: Url
+    status: int
+    headers: dict[str, str] = {}
+    content_type: str | None = None
+    charset: str | None = None
+    body: bytes = b""
+    started_at: float
+    elapsed_ms: float = 0.0
+    sent_at: float
+    redirects: tuple[Url, ...] = ()
+    robots_status: int | None = None
+    robots_body: str | None = None
+    cookies: tuple[Cookie, ...] = ()
+    set_cookies: Annotated[tuple[SetCookie, ...], Meta(max_length=256)] = ()
+    exchanges: Annotated[tuple[Exchange, ...], Meta(max_length=101)] = ()
+    dispatched_at: float
+    expires_at: float
+
+
 WIRE_RECORDS: dict[str, type[msgspec.Struct]] = {
     "control": CrawlPolicy,
     "frontier": FrontierBatch,
@@ -772,6 +818,7 @@ WIRE_RECORDS: dict[str, type[msgspec.Struct]] = {
     "pages": Page,
     "status": UrlStatus,
     "captures": Capture,
+    "render": RenderRequest,
 }
 # The schema version that introduced a topic: its earlier versions publish no schema for it.
-TOPIC_SINCE: dict[str, int] = {"captures": 5}
+TOPIC_SINCE: dict[str, int] = {"captures": 5, "render": 7}

@@ -13,6 +13,9 @@ Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partiti
 ``<prefix>.captures``  Capture (a fetch's HTTP exchanges, crawls with ``CrawlPolicy.warc`` only),
                        keyed by origin; zstd, ``max.message.bytes`` as ``pages``; read by
                        ``streamcrawl warc`` (group ``warc_group``)
+``<prefix>.render``    RenderRequest (a fetched page a crawl renders), keyed by origin; zstd,
+                       ``max.message.bytes`` as ``pages``; read by ``streamcrawl render-worker``
+                       (group ``render_group``)
 =====================  =========================================================================
 
 Each also gets ``min.insync.replicas`` from the settings (``durability_configs``), as do Faust's
@@ -52,7 +55,7 @@ from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts", "captures")
+TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts", "captures", "render")
 # Faust's table changelogs. Created here, not left to the worker: a worker that creates them
 # itself can read the broker's metadata before the new topic is in it and then crash-loops on
 # "changelog topic has 0 partitions" (seen with a KRaft broker).
@@ -94,6 +97,11 @@ def warc_group(settings: Settings) -> str:
     return f"{settings.topic_prefix}-warc"
 
 
+def render_group(settings: Settings) -> str:
+    """The consumer group of the render workers (``streamcrawl render-worker``, ``render``)."""
+    return f"{settings.topic_prefix}-render"
+
+
 def changelog_name(settings: Settings, table: str) -> str:
     """Faust's name for the changelog topic of ``table``."""
     return f"{app_id(settings)}-{table}-changelog"
@@ -115,6 +123,7 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
     }
     # Raw payloads (still gzip when they came so), as big as pages: the same limit.
     configs["captures"] = dict(configs["pages"])
+    configs["render"] = dict(configs["pages"])  # a fetched page's body, for a render worker
     configs["control"] = durable | {"cleanup.policy": "compact"}
     # Partition p's last message is its whole count (agents/stream/counts.py); compaction only
     # bounds the topic's size, so rolled segments are cleaned early.
