@@ -7,7 +7,8 @@ only through what the worker itself calls: the agent's ``handle`` per event, the
 the page budget counts, and the publisher protocol both take. The publisher routes
 ``frontier``/``outcomes`` values back to the frontier agent in order (one queue: per-partition
 order is kept), collects ``status`` and ``pages``, and refuses a value over ``MESSAGE_LIMIT`` as
-the broker would (``pages``: ``PAGE_LIMIT``). The broker's own behaviour (delivery, rebalances)
+the broker would (``pages``: ``PAGE_LIMIT``); ``render`` values go to a ``RenderAgent`` (the
+render worker's) in the same loop, each as a task. The broker's own behaviour (delivery, rebalances)
 is what ``tests/integration/test_topology*.py`` test.
 """
 
@@ -23,6 +24,7 @@ from streamcrawl.agents.frontier.records import decode_origin
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.net.render_stage import RenderStage
 from streamcrawl.agents.plugins.registry import Registry
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.render.browser import RenderSettings
@@ -30,6 +32,7 @@ from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.fetch_service import FetchService
 from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
 from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.render_agent import RenderAgent
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import (
@@ -93,8 +96,12 @@ class AgentsCrawl:
             partitions=self.partitions,
             concurrency=self.concurrency,
             page_bytes=PAGE_LIMIT,
-            core=CrawlCore(self.network, self.render),
+            core=CrawlCore(self.network),
         )
+        # The render workers' agent, in this loop (``render`` values go to it as tasks).
+        self.render_core = CrawlCore(self.network, self.render)
+        self.renderer: RenderAgent | None = None
+        self._rendering: set[asyncio.Task[None]] = set()
         self.agent = FrontierAgent(
             store=self.store,
             view=self.view,
@@ -120,6 +127,11 @@ class AgentsCrawl:
                 self.pages.append(decode("pages", value))
             elif short == "budget":
                 self.view.budgets[key] = int(value)
+            elif short == "render":
+                assert self.renderer is not None
+                task = asyncio.ensure_future(self.renderer.handle(value))
+                self._rendering.add(task)
+                task.add_done_callback(self._rendering.discard)
 
     async def _mark(self, partition: int, value: bytes) -> None:
         self._inbox.put_nowait(("outcomes", partition, value))
@@ -146,6 +158,10 @@ class AgentsCrawl:
         """Seed, crawl until idle for ``SETTLE`` s; fails after ``timeout`` s. ``for_seconds``:
         crawl that long, then stop (a continuous crawl is never idle)."""
         consumer = asyncio.create_task(self._consume())
+        stages = self.render_core.stages(lambda _crawl, _url: False, render=True)
+        self.renderer = RenderAgent(
+            RenderStage(stages), self.view, self._publish, self.metrics, PAGE_LIMIT
+        )
         await self.service.start()
         try:
             every = set(range(self.partitions))
@@ -161,7 +177,11 @@ class AgentsCrawl:
         finally:
             await self.service.stop()
             consumer.cancel()
-            await asyncio.gather(consumer, return_exceptions=True)
+            for task in self._rendering:
+                task.cancel()
+            await asyncio.gather(consumer, *self._rendering, return_exceptions=True)
+            await stages.close()
+            await self.render_core.close()
         return self
 
     async def _seed(self) -> None:

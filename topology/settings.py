@@ -172,6 +172,21 @@ class Settings(BaseSettings):
         64, ge=1, le=10000, description="Fetches in flight per worker, all origins together."
     )
     sink_concurrency: int = Field(32, ge=1, le=1024, description="Cassandra writes in flight.")
+    render_concurrency: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Pages a render worker (streamcrawl render-worker) renders at once, in its "
+        "one browser (docs/rendering.md).",
+    )
+    render_wait: float = Field(
+        120.0,
+        ge=1.0,
+        le=3600.0,
+        description="Seconds a fetch worker waits for a render worker to render a page (its "
+        "origin's slot held meanwhile); then it publishes the page's HTTP copy with "
+        'render_error (docs/rendering.md, "The Kafka wiring").',
+    )
     max_origins_in_memory: int = Field(
         100_000,
         ge=100,

@@ -53,6 +53,9 @@ class Dispatch:
     cookies: tuple[Cookie, ...] = ()
     # ``--render auto``: the crawl's render tallies for the origin, by path prefix.
     renders: dict[str, RenderTally] = field(default_factory=dict)
+    # A crawl that renders: the robots.txt response ``robots`` was read from (status, body),
+    # for a render worker that rebuilds the dispatch (docs/rendering.md, "The Kafka wiring").
+    robots_txt: tuple[int | None, str | None] | None = None
 
 
 @dataclass
@@ -392,6 +395,7 @@ class Scheduler:
             robots,
             cookies=_jar(rules, state),
             renders=state.renders.get(rules.policy.crawl_id, {}),
+            robots_txt=_robots_txt(rules, state),
         )
         return self._spend(rules, page)
 
@@ -415,6 +419,13 @@ class Scheduler:
         if bucket is not None:
             self._buckets[rules.policy.crawl_id] = (bucket[0] - 1.0, bucket[1])
         return dispatch
+
+
+def _robots_txt(rules: CrawlRules, state: OriginState) -> tuple[int | None, str | None] | None:
+    """The origin's robots.txt response, for a crawl that renders and obeys robots.txt."""
+    if rules.policy.render == "never" or not rules.policy.obey_robots:
+        return None
+    return state.robots_status, state.robots_body
 
 
 def _jar(rules: CrawlRules, state: OriginState) -> tuple[Cookie, ...]:

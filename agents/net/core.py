@@ -39,11 +39,20 @@ class CrawlCore:
         if self._renderer is not None:
             await self._renderer.close()
 
-    def stages(self, seen: SeenCheck, *, allow: Iterable[str] = (), render: bool = False) -> Stages:
+    def stages(
+        self,
+        seen: SeenCheck,
+        *,
+        allow: Iterable[str] = (),
+        render: bool = False,
+        render_wait: float | None = None,
+    ) -> Stages:
         """The stages of this process, over a new HTTP session (``Stages.close`` closes it).
         ``allow``: addresses the guard also allows (an embedded crawl's own seeds); ``render``:
-        the stages render pages (the crawl's ``--render`` is not ``never``). Call it inside a
-        running event loop."""
+        the stages render pages (the crawl's ``--render`` is not ``never``); ``render_wait``
+        (without ``render``): pages to render are handed to a render worker that has this long
+        (the Kafka fetch worker: it never starts a browser). Call it inside a running event
+        loop."""
         allowed = tuple(allow)
         guard = self.network.guard.with_addresses(allowed) if allowed else self.network.guard
         session = make_session(
@@ -52,4 +61,5 @@ class CrawlCore:
             resolver=self.network.resolver,
             proxy=self.network.proxy,
         )
-        return Stages(session, seen, self.network, self.renderer() if render else None)
+        renderer = self.renderer() if render else None
+        return Stages(session, seen, self.network, renderer, render_wait=render_wait)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
@@ -48,7 +48,7 @@ from streamcrawl.agents.net.capture import Recorder, page_capture
 from streamcrawl.agents.net.fetch import FetchResult, SentAt, conditional_headers, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
 from streamcrawl.agents.net.network import Network
-from streamcrawl.agents.net.rendering import RenderView, render_view, wants_render
+from streamcrawl.agents.net.rendering import RenderView, render_request, render_view, wants_render
 from streamcrawl.agents.net.reports import (
     fetched_outcome,
     gone_page,
@@ -70,6 +70,8 @@ from streamcrawl.schemas.records import (
     FrontierBatch,
     Outcome,
     Page,
+    RenderRequest,
+    SetCookie,
     TerminalState,
     UrlRef,
 )
@@ -107,6 +109,9 @@ class Report:
     # A page or asset fetched with a body: what an offline copy saves (a reference to the
     # fetch's bytes; a wiring without a copy drops it with the report).
     body: Body | None = None
+    # A page the crawl renders, for a render worker (``Stages`` built with ``render_wait``):
+    # the wiring publishes it instead of this report, whose outcome only counts the fetch.
+    render: RenderRequest | None = None
 
 
 class Stages:
@@ -119,13 +124,17 @@ class Stages:
         seen: SeenCheck,
         network: Network | None = None,
         renderer: Renderer | None = None,
+        render_wait: float | None = None,
     ) -> None:
         """``renderer``: the process's browser, for crawls with ``--render`` (None: pages are
-        read over HTTP only)."""
+        read over HTTP only); ``render_wait``: without a renderer, a page to render is not
+        parsed here but handed on (``Report.render``), for a render worker that has this many
+        seconds (docs/rendering.md, "The Kafka wiring")."""
         self.session = session
         self.seen = seen
         self.network = network if network is not None else Network()
         self.renderer = renderer
+        self.render_wait = render_wait
 
     async def close(self) -> None:
         await self.session.close()
@@ -193,7 +202,7 @@ class Stages:
             outcome = page_outcome(d, "retry", started=started, error=error)
         return Report(outcome, failed=True)
 
-    def _recorder(self, d: Dispatch, request: RequestContext) -> Recorder | None:
+    def recorder(self, d: Dispatch, request: RequestContext) -> Recorder | None:
         """A recorder for a crawl that archives, redacting secrets unless the crawl keeps them."""
         policy = d.rules.policy
         if not policy.warc:
@@ -208,7 +217,7 @@ class Stages:
         if isinstance(request, str):  # robots.txt is asked for without the credential
             request = self.network.request(d, credential=False)
             assert not isinstance(request, str)
-        recorder = self._recorder(d, request)
+        recorder = self.recorder(d, request)
         status, body = await fetch_robots(
             self.session, d.origin, d.rules.policy, sent, recorder, request
         )
@@ -248,11 +257,25 @@ class Stages:
         if isinstance(request, str):  # the process lacks the credential: nothing is sent
             error = f"{ErrorClass.MISSING_CREDENTIAL}: {request}"
             return Report(page_outcome(d, TerminalState.FAILED, started=0.0, error=error))
-        recorder = self._recorder(d, request)
+        recorder = self.recorder(d, request)
         started = time.time()
         report = await self._fetch_page(d, recorder, request)
-        if request.set_cookies:
-            cookies = tuple(request.set_cookies)
+        if report.render is not None:  # handed on: the render worker reports it
+            return report
+        return self.finish(d, report, request.set_cookies, recorder, started)
+
+    def finish(
+        self,
+        d: Dispatch,
+        report: Report,
+        set_cookies: Sequence[SetCookie],
+        recorder: Recorder | None,
+        started: float,
+    ) -> Report:
+        """``report`` of a page fetch with the ``Set-Cookie`` headers its responses carried and
+        (a crawl with ``warc``) the capture of ``recorder``'s exchanges."""
+        if set_cookies:
+            cookies = tuple(set_cookies)
             report.outcome = msgspec.structs.replace(report.outcome, set_cookies=cookies)
         if recorder is not None and recorder.exchanges:
             report.capture = page_capture(d, report.page, report.outcome.status, recorder, started)
@@ -292,10 +315,16 @@ class Stages:
         if result.stopped is not None:
             return _stopped(d, result, final_url, hop)
         view = None
-        if self.renderer is not None and wants_render(d, result) and not _unchanged(d, result):
-            view = await render_view(self.renderer, self.session, d, result, request, recorder)
-            result = msgspec.structs.replace(result, sent_at=view.sent_at)  # politeness
-        return self._fetched(d, result, final_url, view)
+        if wants_render(d, result) and not _unchanged(d, result):
+            if self.renderer is not None:
+                view = await render_view(self.renderer, self.session, d, result, request, recorder)
+                result = msgspec.structs.replace(result, sent_at=view.sent_at)  # politeness
+            elif self.render_wait is not None:
+                deadline = time.time() + self.render_wait
+                handed = render_request(d, result, final_url, request, recorder, started, deadline)
+                outcome = fetched_outcome(d, result, final_url, None, TerminalState.FETCHED)
+                return Report(outcome, render=handed)
+        return self.read(d, result, final_url, view)
 
     def _hop_check(self, d: Dispatch, hop: _Hop, target: str) -> str | None:
         """Whether a redirect to ``target`` is followed (None) or ends the fetch in a state; a
@@ -324,10 +353,11 @@ class Stages:
             return TerminalState.DUPLICATE
         return None
 
-    def _fetched(
+    def read(
         self, d: Dispatch, result: FetchResult, final_url: str, view: RenderView | None = None
     ) -> Report:
-        """A response to read: a listing's URLs, a revisit found unchanged, or a page."""
+        """A response to read: a listing's URLs, a revisit found unchanged, or a page (with
+        ``view``: the page as a render found it)."""
         entry, rules = d.entry, d.rules
         assert entry is not None
         previous = entry.revisit

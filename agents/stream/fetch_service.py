@@ -35,11 +35,13 @@ from typing import Any
 import msgspec
 from mode import Service
 
+from streamcrawl.agents.errors import ErrorClass
 from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.dispatch import Dispatcher, Ended
 from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.net.render_stage import RenderStage
 from streamcrawl.agents.net.stages import Report, Stages
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.frontier_agent import Publisher
@@ -50,13 +52,14 @@ from streamcrawl.agents.stream.origin_index import Refill
 from streamcrawl.agents.stream.ownership import Ownership, send_marker
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome
+from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome, RenderRequest
 
 log = logging.getLogger(__name__)
 
 # The smallest default bound on fetched-but-unapplied URLs (see ``FetchService.__init__``).
 MIN_MAX_UNAPPLIED = 4096
 
+RENDER_WAIT = 120.0  # seconds a page to render waits for a render worker (Settings.render_wait)
 REVOKE_GRACE = 10.0  # seconds a revoked origin's request may finish (inside the rebalance)
 STOP_GRACE = 10.0  # seconds in-flight requests get on SIGTERM
 PUBLISH_HOLD_MAX = 60.0  # longest an origin is held back after its report could not be sent
@@ -86,11 +89,13 @@ class FetchService(Service):
         halted: Callable[[], bool] = lambda: False,
         rebalancing: Callable[[], bool] = lambda: False,
         core: CrawlCore | None = None,
+        render_wait: float = RENDER_WAIT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # The stages' factory over the process's network; by default public addresses only,
-        # no proxy, no credentials.
+        self.render_wait = render_wait  # a render holds its origin's slot at most this long
+        self._renders: dict[tuple[str, int], asyncio.Future[None]] = {}
+        # The stages' factory over the process's network (default: public addresses only).
         self.core = core if core is not None else CrawlCore(Network())
         self.store = store
         self.view = view
@@ -154,6 +159,9 @@ class FetchService(Service):
 
     def applied(self, origin: str, seq: int, state: OriginState) -> None:
         """The outcome of dispatch ``seq`` was committed: free the slot, re-index the origin."""
+        waiting = self._renders.get((origin, seq))
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)  # a render worker's outcome: the render is over
         if self._active(origin):
             if self.scheduler.unexpected(origin, seq):  # evidence of a refetch across a rebalance
                 log.warning(
@@ -261,9 +269,8 @@ class FetchService(Service):
 
     # -- the loop -------------------------------------------------------------------------------
     async def on_start(self) -> None:
-        # Until render workers exist, a crawl with --render renders here; the browser starts
-        # on the first page a crawl asks to render (docs/rendering.md, "Not built yet").
-        self._stages = self.core.stages(self._seen, render=True)
+        # A crawl with --render hands its pages to the render workers: no browser here.
+        self._stages = self.core.stages(self._seen, render_wait=self.render_wait)
         self.add_future(self._dispatch_loop())
 
     async def on_stop(self) -> None:
@@ -358,6 +365,11 @@ class FetchService(Service):
         if task is not None:
             self.dispatcher.release(task)  # the request is over: its slot is free
             self.links.poke()  # a flush waiting for reports to come may go now
+        if report.render is not None:
+            copy = await self._rendered_elsewhere(d, report.render)
+            if copy is None:
+                return report  # the render worker's outcome was applied: nothing to publish
+            report, outcome = copy, copy.outcome
         try:
             await self._publish(report, d)
         except Exception as exc:
@@ -382,6 +394,38 @@ class FetchService(Service):
             self.scheduler.fetched(d.origin, d.seq, outcome.started_at)
             self.dispatcher.wake()
         return report
+
+    async def _rendered_elsewhere(self, d: Dispatch, req: RenderRequest) -> Report | None:
+        """Hand ``req`` to the render workers and wait until its outcome is applied (None: the
+        origin's slot stays taken meanwhile, ``applied`` frees it); past ``render_wait``, or if
+        it cannot be handed on, the page's HTTP copy with ``render_error``, to publish here."""
+        value = encode(req)
+        if len(value) > self.page_bytes:
+            return self._http_copy(d, req, f"{len(value)} bytes, over the render topic's limit")
+        waiting = self._renders[d.origin, d.seq] = asyncio.get_running_loop().create_future()
+        try:
+            try:
+                await self.publish("render", [(d.origin.encode(), value)])
+            except Exception as exc:
+                self.metrics.publish_failures.labels("render").inc()
+                return self._http_copy(d, req, f"cannot publish it: {type(exc).__name__}: {exc}")
+            wait = max(0.0, req.expires_at - time.time())
+            try:
+                await asyncio.wait_for(asyncio.shield(waiting), wait)
+            except TimeoutError:
+                error = f"no render worker answered within {self.render_wait:g} s"
+                return self._http_copy(d, req, error, timeout=True)
+            return None
+        finally:
+            self._renders.pop((d.origin, d.seq), None)
+
+    def _http_copy(
+        self, d: Dispatch, req: RenderRequest, why: str, *, timeout: bool = False
+    ) -> Report:
+        error = ErrorClass.RENDER_TIMEOUT if timeout else ErrorClass.RENDER_CRASH
+        log.warning("render of %s: %s", req.final_url, why, extra={"origin": d.origin})
+        assert self._stages is not None
+        return RenderStage(self._stages).http_copy(req, d.rules, f"{error}: {why}")
 
     async def _publish_failure(
         self, outcome: Outcome, exc: Exception, where: dict[str, object]

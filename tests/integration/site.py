@@ -159,6 +159,14 @@ class Cluster:
         self.workers.append(proc)
         return Worker(name, proc, port, self.tmp / f"{name}.log")
 
+    def start_render_worker(self, name: str, **env: str) -> subprocess.Popen[bytes]:
+        """``streamcrawl render-worker`` (its log ``<name>.log``), killed by ``stop_workers``."""
+        wenv = {**os.environ, **self.env, **env}
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (closed by stop_all)
+        proc = subprocess.Popen([STREAMCRAWL, "render-worker"], env=wenv, stdout=log, stderr=log)
+        self.workers.append(proc)
+        return proc
+
     def seed(self, urls: list[str], crawl_id: str, *flags: str) -> None:
         subprocess.run(
             [STREAMCRAWL, "seed", *urls, "--crawl-id", crawl_id, *flags],

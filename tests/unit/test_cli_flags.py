@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from streamcrawl.agents.render import browser
 from streamcrawl.agents.sinks.warc import index as warc_index
 from streamcrawl.schemas.codec import encode
 from streamcrawl.schemas.records import (
@@ -39,6 +40,7 @@ from streamcrawl.topology.cli import demo, kafka_commands
 from streamcrawl.topology.cli import main as cli
 from streamcrawl.topology.cli import watch as watch_module
 from streamcrawl.topology.worker import app as app_module
+from streamcrawl.topology.worker import render as render_worker
 from streamcrawl.topology.worker import run as worker_run
 from tests.unit.test_kafka_messages import page
 
@@ -147,6 +149,8 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
         monkeypatch.setattr(demo, "serve_demo_site", demo_site)
         monkeypatch.setattr(kafka_commands, "load_settings", load_settings)
         monkeypatch.setattr(worker_run, "make_worker", make_worker)
+        monkeypatch.setattr(render_worker, "run", lambda settings: None)
+        monkeypatch.setattr(browser, "check_render", lambda chromium=None: None)
         monkeypatch.setattr(worker_run, "check_services", lambda settings: None)
         monkeypatch.setattr(generation, "resolve", lambda settings, strict=False: settings)
         monkeypatch.setattr(app_module, "create_app", lambda settings, **kwargs: None)
@@ -175,6 +179,7 @@ BASE = {
     "crawl": ["crawl", URL],
     "demo": ["demo"],
     "worker": ["worker"],
+    "render-worker": ["render-worker"],
     "seed": ["seed", URL],
     "pages": ["pages"],
     "status": ["status"],
@@ -412,6 +417,28 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         "PX",
     ),
     ("worker", "--credentials-dir"): (
+        ["--credentials-dir", "/x/creds"],
+        setting("credentials_dir"),
+        Path("/x/creds"),
+    ),
+    ("render-worker", "--concurrency"): (["--concurrency", "3"], setting("render_concurrency"), 3),
+    ("render-worker", "--allow-network"): (
+        ["--allow-network", "10.2.0.0/16"],
+        setting("allow_networks"),
+        "10.2.0.0/16",
+    ),
+    ("render-worker", "--proxy"): (PROXY, setting("proxy"), PROXY[1]),
+    ("render-worker", "--no-proxy-for"): (
+        ["--no-proxy-for", "a.test"],
+        setting("no_proxy_for"),
+        "a.test",
+    ),
+    ("render-worker", "--proxy-credential"): (
+        ["--proxy-credential", "PX"],
+        setting("proxy_credential"),
+        "PX",
+    ),
+    ("render-worker", "--credentials-dir"): (
         ["--credentials-dir", "/x/creds"],
         setting("credentials_dir"),
         Path("/x/creds"),

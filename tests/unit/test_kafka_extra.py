@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # One invocation of every Kafka command, with the arguments its parser requires.
 COMMANDS = [
     ["worker"],
+    ["render-worker"],
     ["seed", "http://127.0.0.1/"],
     ["pages"],
     ["status"],

@@ -24,6 +24,7 @@ from streamcrawl.topology.admin import config as admin_config
 from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 from streamcrawl.topology.worker import app as app_module
+from streamcrawl.topology.worker import render as render_module
 from tests.unit.test_kafka_clients import cafile  # noqa: F401 - a fixture
 from tests.unit.test_replication_settings import faust_producer, prepared_levels, session_level
 from tests.unit.test_seed_defaults import published
@@ -409,6 +410,9 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
     # what the bound does: tests/unit/test_origin_index.py
     "max_origins_in_memory": ({}, 123, lambda s, build, mp: build(s).fetch["max_origins"], 123),
     "sink_concurrency": ({}, 3, lambda s, b, mp: sink_window(s, mp), 3),
+    # what the wait does: tests/integration/test_render_kafka.py
+    "render_wait": ({}, 7.0, lambda s, build, mp: build(s).fetch["render_wait"], 7.0),
+    "render_concurrency": ({}, 5, lambda s, b, mp: render_worker(s), (5, 5)),
     "sink_enabled": (
         {},
         False,
@@ -445,6 +449,19 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
     "seed_keep_versions": ({}, 3, seeded("keep_versions"), 3),
     "seed_warc": ({}, True, seeded("warc"), True),
 }
+
+
+def render_worker(settings: Settings) -> tuple[int, int]:
+    """Requests a render worker takes at a time, and pages its browser renders at once."""
+
+    async def built() -> tuple[int, int]:
+        worker = render_module.build(settings)
+        try:
+            return worker.service.concurrency, worker.core.renderer().settings.concurrency
+        finally:
+            await worker.stages.close()
+
+    return asyncio.run(built())
 
 
 def test_every_field_has_a_case() -> None:

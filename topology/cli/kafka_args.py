@@ -1,5 +1,5 @@
-"""Sub-commands of the Kafka wiring: worker, seed, pages, status, pause/resume/stop, recrawl,
-admin, warc.
+"""Sub-commands of the Kafka wiring: worker, render-worker, seed, pages, status,
+pause/resume/stop, recrawl, admin, warc.
 
 The parsers live here so ``streamcrawl --help`` lists every command; the implementations live
 in ``topology.cli.kafka_commands`` and are imported only when one of them runs. They need the
@@ -27,7 +27,8 @@ from streamcrawl.topology.cli.options import (
 )
 
 KAFKA_COMMANDS = (
-    "worker", "seed", "pages", "status", "pause", "resume", "stop", "recrawl", "admin", "warc",
+    "worker", "render-worker", "seed", "pages", "status", "pause", "resume", "stop", "recrawl",
+    "admin", "warc",
 )  # fmt: skip
 
 
@@ -56,6 +57,7 @@ def _cassandra_flags(p: argparse.ArgumentParser) -> None:
 def add_kafka_commands(sub: Any) -> None:
     """Add the Kafka wiring's sub-commands to ``sub`` (the CLI's sub-parsers)."""
     _worker_command(sub)
+    _render_worker_command(sub)
     _seed_command(sub)
     _pages_command(sub)
     _status_command(sub)
@@ -76,6 +78,20 @@ def _worker_command(sub: Any) -> None:
     )
     worker.add_argument(
         "--concurrency", type=int, help="fetches in flight (env STREAMCRAWL_CONCURRENCY)"
+    )
+    add_network_flags(worker)
+
+
+def _render_worker_command(sub: Any) -> None:
+    """``render-worker``: renders the pages fetch workers hand on (the ``render`` topic)."""
+    worker = sub.add_parser(
+        "render-worker", help="render the pages crawls ask to render (Kafka wiring, Chromium)"
+    )
+    _service_flags(worker)
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        help="pages rendered at once (env STREAMCRAWL_RENDER_CONCURRENCY, default 2)",
     )
     add_network_flags(worker)
 

@@ -360,6 +360,27 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0  # not reached: the worker exits the process itself
 
 
+def cmd_render_worker(args: argparse.Namespace) -> int:
+    """``render-worker``: render the pages of the ``render`` topic until SIGTERM/SIGINT (then:
+    finish or leave the requests in hand uncommitted, stop the browser, exit 0)."""
+    from streamcrawl.agents.render.browser import check_render
+    from streamcrawl.topology.worker import render
+
+    settings = _settings(
+        args,
+        render_concurrency=getattr(args, "concurrency", None),
+        allow_networks=",".join(getattr(args, "allow_network", [])) or None,
+        log_level=getattr(args, "log_level", None),
+        proxy=getattr(args, "proxy", None),
+        no_proxy_for=",".join(getattr(args, "no_proxy_for", [])) or None,
+        proxy_credential=getattr(args, "proxy_credential", None),
+        credentials_dir=getattr(args, "credentials_dir", None),
+    )
+    check_render()
+    render.run(settings)
+    return 0
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     """``seed URL... [--crawl-id ID] [policy flags]``: publish the crawl spec on ``control``,
     then ONE frontier batch per seed origin (keyed by origin, murmur2 like the workers).

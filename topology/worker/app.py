@@ -106,6 +106,7 @@ def create_app(
         halted=lambda: bool(app.should_stop),
         rebalancing=rebalancing,
         core=core if core is not None else CrawlCore(settings.network()),
+        render_wait=settings.render_wait,
     )
     frontier = _frontier_agent(app, settings, store, view, publish, fetcher, metrics, tables)
     _add_frontier_agent(app, settings, topic, frontier, fetcher, metrics)

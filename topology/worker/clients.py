@@ -75,6 +75,14 @@ def faust_acks(settings: Settings) -> int:
     return -1 if settings.kafka_acks == "all" else 1
 
 
+def aiokafka_producer_settings(settings: Settings) -> dict[str, object]:
+    """An aiokafka producer's acks and idempotence for ``settings`` (the render worker's)."""
+    return {
+        "acks": "all" if settings.kafka_acks == "all" else 1,
+        "enable_idempotence": settings.kafka_idempotence,
+    }
+
+
 # How long one request to one broker may go unanswered before the producer drops that
 # connection and sends the batch again, to the partition's leader of the moment. A broker that
 # hangs (SIGSTOP, a frozen VM) keeps its connections and answers nothing: with Faust's

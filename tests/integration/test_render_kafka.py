@@ -1,0 +1,133 @@
+"""The Kafka wiring's render stage against the real broker and Cassandra (docs/rendering.md,
+"The Kafka wiring"): a fetch worker hands the pages a crawl renders to ``streamcrawl
+render-worker`` processes on the ``render`` topic, never starting a browser itself; a render
+worker killed -9 mid-render loses nothing (its request is consumed and rendered again)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from aiohttp import web
+
+from streamcrawl.agents.render.browser import default_chromium
+from tests.httpserver import RecordingServer, html, text
+from tests.integration.site import Cluster
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.cassandra,
+    pytest.mark.integration,
+    pytest.mark.skipif(not os.access(default_chromium(), os.X_OK), reason="no Chromium"),
+]
+
+APP = """<title>app</title><div id=root></div><script>
+fetch('/app/links.json').then(r => r.json()).then(urls => {
+  root.innerHTML = urls.map(u => `<a href="${u}">${u}</a>`).join('');
+  document.title = 'built';
+});</script>"""
+LINKS = '["/app/x", "/app/y"]'
+
+
+def site(links: object) -> dict[str, object]:
+    """A page whose links a script builds from a same-origin JSON fetch."""
+    return {
+        "/": html("<a href=/app/>app</a>"),
+        "/app/": html(APP),
+        "/app/links.json": links,
+        "/app/x": html("<p>x</p>"),
+        "/app/y": html("<p>y</p>"),
+    }
+
+
+def hanging_once(hang: float) -> object:
+    """``/app/links.json``: the first request hangs ``hang`` s (a render in progress), the
+    others are answered at once."""
+    calls: list[float] = []
+
+    async def serve(_request: web.Request) -> web.StreamResponse:
+        calls.append(time.time())
+        if len(calls) == 1:
+            await asyncio.sleep(hang)
+        return web.Response(text=LINKS, content_type="application/json")
+
+    return serve
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster.create(tmp_path, partitions=2)
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+def browsers_under(pid: int) -> list[str]:
+    """The Chromium processes among ``pid``'s descendants."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p.name() for p in children if "chrom" in p.name().lower()]
+
+
+def page_renders(cluster: Cluster) -> dict[str, str | None]:
+    return {r.url: r.render for r in cluster.query("SELECT url, render FROM {ks}.pages")}
+
+
+def wait_for(what: str, check: object, timeout: float, cluster: Cluster) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"{what}\n{cluster.diagnosis()}"
+        time.sleep(0.5)
+
+
+def test_a_render_worker_renders_for_a_fetch_worker_without_a_browser(cluster: Cluster) -> None:
+    with RecordingServer(site(text(LINKS, "application/json"))) as srv:
+        worker = cluster.start_worker("w1")
+        renderer = cluster.start_render_worker("r1")
+        worker.wait_ready()
+        cluster.seed([srv.url("/")], "rk", "--render", "always", "--delay", "0")
+        states = cluster.wait_states(4, timeout=180)
+        # The links the script built from the JSON were crawled.
+        assert states[srv.url("/app/x")] == "fetched", states
+        assert states[srv.url("/app/y")] == "fetched", states
+        wait_for(
+            "the app page's row", lambda: srv.url("/app/") in page_renders(cluster), 60, cluster
+        )
+        renders = page_renders(cluster)
+        assert renders[srv.url("/app/")] == "browser"
+        assert renders[srv.url("/")] == "browser"
+        # The fetch worker never started a browser; the render worker did.
+        assert browsers_under(worker.proc.pid) == []
+        assert browsers_under(renderer.pid) != []
+        assert srv.paths().count("/app/") == 1  # fetched once, by the fetch worker
+
+
+def test_a_render_worker_killed_mid_render_loses_nothing(cluster: Cluster) -> None:
+    with RecordingServer(site(hanging_once(60.0))) as srv:
+        worker = cluster.start_worker("w1")
+        first = cluster.start_render_worker("r1")
+        worker.wait_ready()
+        cluster.seed([srv.url("/")], "rk", "--render", "always", "--delay", "0")
+        # The render of /app/ is under way: its script asked for the JSON (which hangs).
+        wait_for("a render in progress", lambda: "/app/links.json" in srv.paths(), 120, cluster)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        cluster.start_render_worker("r2")
+        states = cluster.wait_states(4, timeout=240)
+        assert states[srv.url("/app/x")] == "fetched", states
+        assert states[srv.url("/app/y")] == "fetched", states
+        wait_for(
+            "the app page's row", lambda: srv.url("/app/") in page_renders(cluster), 60, cluster
+        )
+        assert page_renders(cluster)[srv.url("/app/")] == "browser"
+        # Rendered again after the kill: its JSON asked for a second time.
+        assert srv.paths().count("/app/links.json") >= 2
