@@ -3,8 +3,6 @@ stylesheet need, by type, bounded against hostile input."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from streamcrawl.agents.content.assets import (
@@ -16,7 +14,13 @@ from streamcrawl.agents.content.assets import (
     srcset_urls,
     stylesheet_assets,
 )
-from streamcrawl.agents.content.css import MAX_CSS_REFS, CssRef, css_refs, rewrite_css
+from streamcrawl.agents.content.css import (
+    MAX_CSS_CHARS,
+    MAX_CSS_REFS,
+    CssRef,
+    css_refs,
+    rewrite_css,
+)
 from streamcrawl.agents.content.parse import parse_tree
 
 ALL = frozenset(ASSET_TYPES)
@@ -111,11 +115,9 @@ def test_srcset(srcset: str, expected: list[str]) -> None:
 
 def test_srcset_of_ten_thousand_entries_is_bounded() -> None:
     srcset = ", ".join(f"/img/{i}.png {i + 1}w" for i in range(10_000))
-    started = time.perf_counter()
     urls = assets_of(f'<img srcset="{srcset}">')
     assert len(urls) == MAX_SRCSET_CANDIDATES
     assert urls[0] == Asset("/img/0.png", "images")
-    assert time.perf_counter() - started < 1.0
 
 
 def test_assets_per_page_are_bounded() -> None:
@@ -193,11 +195,14 @@ def test_refs_per_stylesheet_are_bounded() -> None:
     assert len(css_refs(css)) == MAX_CSS_REFS
 
 
-def test_huge_stylesheet_is_read_in_bounded_time() -> None:
-    css = "p { color: red }\n" * 300_000 + "a { background: url(late.png) }"
-    started = time.perf_counter()
-    css_refs(css)
-    assert time.perf_counter() - started < 3.0
+def test_only_the_first_max_css_chars_of_a_huge_stylesheet_are_read() -> None:
+    """The work is bounded by what is read (a count, not a time: timings belong in bench/)."""
+    rule = "p { color: red }\n"
+    early = "a { background: url(early.png) }"
+    fill = rule * (MAX_CSS_CHARS // len(rule) + 1)
+    css = early + fill + "a { background: url(late.png) }"
+    assert css.index("late.png") > MAX_CSS_CHARS
+    assert [r.url for r in css_refs(css)] == ["early.png"]
 
 
 def test_rewrite_changes_only_the_urls() -> None:
