@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
+from streamcrawl.agents.sinks.warc.dedupe import PayloadDigests
 from streamcrawl.agents.sinks.warc.records import (
     DEFAULT_LEVEL,
     capture_records,
@@ -47,7 +48,9 @@ class WarcFiles:
     A file starts with its warcinfo record (``info`` adds fields to it, e.g. ``operator``,
     ``isPartOf``) and is closed once it holds ``max_size`` bytes or more, between two captures:
     a capture's records never span files. ``level``: zlib level of the records (a compressed
-    payload is stored whatever it is). One writer per directory, prefix and hostname.
+    payload is stored whatever it is). One writer per directory, prefix and hostname. An
+    asset whose payload this writer wrote already is written as a revisit of that response
+    (``digests``: agents/sinks/warc/dedupe.py).
 
     After an OSError from ``write`` or ``sync`` the writer is unusable: drop it, and
     ``recover`` at the next start keeps what was complete.
@@ -80,6 +83,7 @@ class WarcFiles:
         self._warcinfo_id = ""
         self._size = 0
         self._closed: list[Path] = []
+        self.digests = PayloadDigests()
 
     @property
     def current(self) -> Path | None:
@@ -102,7 +106,9 @@ class WarcFiles:
             if self._fh is None:
                 written += self._open()
             assert self._fh is not None
-            data = encode(capture_records(capture, self._warcinfo_id), self.level)
+            data = encode(
+                capture_records(self.digests.dedupe(capture), self._warcinfo_id), self.level
+            )
             self._fh.write(data)
             self._size += len(data)
             written += len(data)
