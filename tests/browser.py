@@ -22,7 +22,7 @@ needs_chromium = pytest.mark.skipif(
 # No name is resolved and nothing runs in the background: the page reaches what its URLs name
 # as literal addresses (file://, 127.0.0.1) and nothing else.
 QUIET = [
-    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
     "--dns-prefetch-disable",
     "--no-pings",
     "--disable-background-networking",
