@@ -1,19 +1,21 @@
 """A small styled site and its "CDN": what a person sees of a page, as files.
 
 The pages of the asset tests that open a copy or a replay in Chromium
-(tests/integration/test_offline_browser.py, tests/integration/test_warc_replay.py) and of the
-comparison with ``wget -p -k -H`` (bench/asset_rows.py). ``site(cdn)`` gives two file sets,
-path -> ``(content type, body)``: the site's own, and the CDN's, whose URLs start with ``cdn``
-(another origin: another local port, named ``localhost`` so that it is another host too).
+(tests/integration/test_offline_browser.py, tests/integration/test_warc_replay.py), of the Kafka
+wiring's test (tests/integration/test_assets_kafka.py) and of the comparison with ``wget -p -k
+-H`` (bench/asset_rows.py). ``site(cdn)`` gives two file sets, path -> ``(content type,
+body)``: the site's own, and the CDN's, whose URLs start with ``cdn`` (another origin: another
+local port, named ``localhost`` so that it is another host too).
 
-Every page links two stylesheets (its own, which imports another and uses a background image
+Page ``n`` links two stylesheets (its own, which imports another and uses a background image
 and a font, and the CDN's, which sets the heading's colour), two scripts, its own image and
-the CDN's (with a ``srcset``), and the next pages. ``/img/logo-copy.png`` and the CDN's
+the CDN's (with a ``srcset``), and the next four pages. ``/img/logo-copy.png`` and the CDN's
 ``/img/logo.png`` are byte for byte the site's ``/img/logo.png``: digest dedupe has work.
 """
 
 from __future__ import annotations
 
+import random
 import struct
 import zlib
 
@@ -35,28 +37,36 @@ def css_color(rgb: tuple[int, int, int]) -> str:
     return "rgb({}, {}, {})".format(*rgb)
 
 
-def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
-    """A valid PNG of one colour (8-bit RGB, no filter): an image a browser decodes."""
+def png(width: int, height: int, rgb: tuple[int, int, int], noise: int = 0) -> bytes:
+    """A valid PNG (8-bit RGB, no filter) of one colour, or with ``noise`` of pixels drawn
+    from ``random.Random(noise)`` (a photo's size: it does not compress): an image a browser
+    decodes."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    row = b"\0" + bytes(rgb) * width
+    if noise:
+        draw = random.Random(noise)
+        rows = b"".join(b"\0" + draw.randbytes(3 * width) for _ in range(height))
+    else:
+        rows = (b"\0" + bytes(rgb) * width) * height
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return b"".join(
         (
             b"\x89PNG\r\n\x1a\n",
             chunk(b"IHDR", header),
-            chunk(b"IDAT", zlib.compress(row * height)),
+            chunk(b"IDAT", zlib.compress(rows)),
             chunk(b"IEND", b""),
         )
     )
 
 
-def page(cdn: str, n: int) -> str:
-    """Page ``n`` (0: the home page ``/``, else ``/page/n.html``)."""
-    links = "".join(f'<li><a href="/page/{i}.html">page {i}</a></li>' for i in range(1, PAGES))
+def page(cdn: str, n: int, pages: int = PAGES) -> str:
+    """Page ``n`` of ``pages`` (0: the home page ``/``, else ``/page/n.html``), linking to the
+    next four that exist."""
+    later = range(n + 1, min(n + 5, pages))
+    links = "".join(f'<li><a href="/page/{i}.html">page {i}</a></li>' for i in later)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>page {n}</title>
 <link rel="stylesheet" href="/css/site.css">
@@ -75,11 +85,12 @@ def page(cdn: str, n: int) -> str:
 """
 
 
-def site(cdn: str) -> tuple[Files, Files]:
-    """The site's files and the CDN's (``cdn``: the CDN's base URL, no trailing slash)."""
-    logo = png(64, 32, (30, 60, 200))
+def site(cdn: str, pages: int = PAGES) -> tuple[Files, Files]:
+    """The site's files and the CDN's (``cdn``: the CDN's base URL, no trailing slash), with
+    ``pages`` pages (and as many page images)."""
+    logo = png(64, 32, (30, 60, 200), noise=1)
     own: Files = {
-        "/": ("text/html; charset=utf-8", page(cdn, 0).encode()),
+        "/": ("text/html; charset=utf-8", page(cdn, 0, pages).encode()),
         "/css/site.css": ("text/css", SITE_CSS.format(css_color(BACKGROUND_RGB)).encode()),
         "/css/base.css": ("text/css", b"img { border: 2px solid black }\n"),
         "/js/app.js": ("text/javascript", b"document.documentElement.dataset.app = 'yes';\n"),
@@ -89,16 +100,16 @@ def site(cdn: str) -> tuple[Files, Files]:
         "/favicon.png": ("image/png", png(16, 16, (0, 0, 0))),
         "/fonts/site.woff2": ("font/woff2", FONT),
     }
-    for n in range(PAGES):
+    for n in range(pages):
         if n:
-            own[f"/page/{n}.html"] = ("text/html; charset=utf-8", page(cdn, n).encode())
-        own[f"/img/p{n}.png"] = ("image/png", png(40, 40, (10 * n, 100, 100)))
+            own[f"/page/{n}.html"] = ("text/html; charset=utf-8", page(cdn, n, pages).encode())
+        own[f"/img/p{n}.png"] = ("image/png", png(40, 40, (0, 0, 0), noise=100 + n))
     theme = f"h1 {{ color: {css_color(HEADING_RGB)} }}\n"
     cdn_files: Files = {
         "/lib/theme.css?v=3": ("text/css", theme.encode()),
         "/lib/lib.js": ("text/javascript", b"window.lib = {};\n"),
-        "/img/photo.png": ("image/png", png(120, 80, (90, 90, 90))),
-        "/img/photo-2x.png": ("image/png", png(240, 160, (90, 90, 90))),
+        "/img/photo.png": ("image/png", png(120, 80, (0, 0, 0), noise=2)),
+        "/img/photo-2x.png": ("image/png", png(240, 160, (0, 0, 0), noise=3)),
         "/img/logo.png": ("image/png", logo),
     }
     return own, cdn_files

@@ -353,6 +353,10 @@ def markdown(results: dict, chart: str) -> str:
         from bench.doc_site import doc_site_section
 
         lines += doc_site_section(results["doc_site"])
+    if "assets" in results:
+        from bench.asset_rows import assets_section
+
+        lines += assets_section(results["assets"])
     if "reshard" in results:
         lines += reshard_section(results["reshard"])
     if "idle" in results:

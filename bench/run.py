@@ -199,7 +199,9 @@ def shape(text: str, default_delay: float = 0.0) -> tuple[int, int, float] | Non
 
 # Sections of a results file that are one measurement each: a later file's replaces the first's
 # whole (its rows are compared with each other, never with another run's).
-WHOLE_SECTIONS = ("delay_zero", "not_saturated", "idle", "many_origins", "reshard", "doc_site")
+WHOLE_SECTIONS = (
+    "delay_zero", "not_saturated", "idle", "many_origins", "reshard", "doc_site", "assets",
+)  # fmt: skip
 
 
 def source_command(results: dict) -> str:
