@@ -32,6 +32,9 @@ CssRefKind = Literal["import", "font", "image"]
 MAX_CSS_REFS: Final = 2_000
 MAX_CSS_CHARS: Final = 4 * 1024 * 1024
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
+# What an unquoted url() cannot hold unescaped; what a quoted string cannot hold raw.
+_NEEDS_QUOTES: Final = re.compile(r"[\s\"'()\\]|[\x00-\x1f\x7f]")
+_NEWLINES: Final = re.compile(r"[\n\r\f]")
 
 # One alternation, tried at each position: the first that matches wins, so a comment or a
 # string hides what it contains. Unterminated comments and strings run to the end (of the text,
@@ -179,16 +182,29 @@ def _paren(reader: _Reader, m: re.Match[str]) -> None:
 
 def rewrite_css(text: str, new_url: Callable[[CssRef], str | None]) -> str:
     """``text`` with each reference ``new_url`` answers replaced by its answer (None: left as
-    it is); every other character unchanged. An answer must not need escaping in CSS (no
-    quote, parenthesis, backslash or white space): the offline copy's names never do."""
+    it is); every other character unchanged. An answer is escaped for where it goes: inside
+    quotes, its quote, backslash and newlines; an unquoted ``url()`` that would need escaping
+    (a quote, parenthesis, backslash or white space: an absolute URL may hold ``)`` or ``'``)
+    becomes a quoted one."""
     parts: list[str] = []
     at = 0
     for ref in css_refs(text):
         replacement = new_url(ref)
         if replacement is None:
             continue
+        quote = text[ref.start - 1] if ref.start else ""
         parts.append(text[at : ref.start])
-        parts.append(replacement)
+        parts.append(_in_context(replacement, quote if quote in ("'", '"') else ""))
         at = ref.end
     parts.append(text[at:])
     return "".join(parts)
+
+
+def _in_context(url: str, quote: str) -> str:
+    """``url`` as CSS text between ``quote`` characters, or unquoted (``quote`` empty)."""
+    if not quote:
+        if not _NEEDS_QUOTES.search(url):
+            return url
+        return '"' + _in_context(url, '"') + '"'
+    url = url.replace("\\", "\\\\").replace(quote, "\\" + quote)
+    return _NEWLINES.sub(lambda m: f"\\{ord(m.group()):x} ", url)

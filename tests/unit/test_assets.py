@@ -216,3 +216,24 @@ def test_rewrite_changes_only_the_urls() -> None:
         '.x{src:url("c")}'
     )
     assert rewrite_css(css, lambda ref: None) == css
+
+
+NASTY = ["http://x/a)b.png", "http://x/it's.png", "http://x/a(1).png", 'http://x/q"d', "a\\b",
+         "http://x/new\nline", "http://x/sp ace", "plain/name.png"]  # fmt: skip
+
+
+@pytest.mark.parametrize("url", NASTY)
+@pytest.mark.parametrize(
+    "css",
+    ["p{background:url(old.png)}", "p{background:url( 'old.png' )}",
+     'p{background:url("old.png")}', '@import "old.png";', "@import 'old.png' screen;",
+     'p{background:image-set("old.png" 1x)}'],
+)  # fmt: skip
+def test_a_rewritten_reference_reads_back_as_it_was_given(css: str, url: str) -> None:
+    """Whatever the answer holds (an absolute URL may hold a parenthesis or a quote), the
+    rewritten text reads back as that URL, and the rule after it is intact."""
+    text = rewrite_css(css + "a{color:red}", lambda ref: url)
+    (ref,) = css_refs(text)
+    assert ref.url == url.strip() and text.endswith(css[-1] + "a{color:red}")
+    if url == "plain/name.png":
+        assert text == css.replace("old.png", url) + "a{color:red}"  # nothing added
