@@ -415,7 +415,9 @@ class Stages:
             more, assets = asset_batches(
                 rules, entry.crawl_id, doc.assets, doc.base, final_url, depth=1
             )
-            batches = merge(batches + more)
+            # Assets first: a URL the page both needs and links to is crawled as its asset
+            # (the frontier keeps the first), not as a page that is never HTML.
+            batches = merge(more + batches)
         noindex = policy.honor_noindex and "noindex" in doc.directives
         page = _page_record(
             d,

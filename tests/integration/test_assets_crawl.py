@@ -184,3 +184,37 @@ async def test_assets_are_archived_like_pages(tmp_path: Path) -> None:
                 if record.rec_type == "response":
                     responses.add(record.rec_headers.get_header("WARC-Target-URI"))
     assert {srv.url("/s.css"), on_cdn(cdn, "/cdn.css"), srv.url("/deep/0.css")} <= responses
+
+
+@pytest.mark.parametrize("wiring", WIRINGS)
+async def test_a_url_a_page_needs_and_links_to_is_its_asset(wiring: str, tmp_path: Path) -> None:
+    """A stylesheet and an image the page links to (``<a href>``) before it uses them are
+    crawled as its assets: fetched whole, not as pages skipped for their type. An image that
+    another page linked to first was crawled as a page: it is not fetched again."""
+    async with RecordingServer() as srv:
+        srv.routes.update(
+            {
+                "/": html(
+                    '<a href="/s.css">the style</a><a href="/big.png">the photo</a>'
+                    '<a href="/shown-later.png">later</a><a href="/p2">p2</a>'
+                    '<link rel=stylesheet href="/s.css"><img src="/big.png">'
+                ),
+                "/p2": html('<img src="/shown-later.png">'),
+                "/s.css": text("body { color: red }", "text/css"),
+                "/big.png": text(b"\x89PNG", "image/png"),
+                "/shown-later.png": text(b"\x89PNG", "image/png"),
+            }
+        )
+        spec = CrawlPolicy(crawl_id="t", seeds=(srv.url("/"),), delay=0.0, assets=("css", "images"))
+        states, pages = await crawl_with_pages(wiring, spec, tmp_path)
+    got = {url.removeprefix(srv.origin): (s.state, s.depth) for url, s in states.items()}
+    assert got == {
+        "/": ("fetched", 0),
+        "/s.css": ("fetched", 1),
+        "/big.png": ("fetched", 1),
+        "/p2": ("fetched", 1),
+        "/shown-later.png": ("skipped_content_type", 1),  # a link of / before an asset of /p2
+    }
+    assert Counter(srv.paths())["/s.css"] == 1
+    home = next(p for p in pages if p.url == srv.url("/"))
+    assert home.assets == (srv.url("/s.css"), srv.url("/big.png"))
