@@ -228,7 +228,11 @@ def test_a_refused_event_the_stream_still_holds_is_not_waited_for() -> None:
         task = asyncio.ensure_future(
             run_batches(stream, frontier, Metrics(), untrack=untrack, within=0.05)  # type: ignore[arg-type]
         )
-        await asyncio.sleep(0.3)  # the batch is applied; the stream holds offset 2
+        for _ in range(500):  # until the batch is applied (a loaded machine takes longer)
+            await asyncio.sleep(0.02)
+            if stream.acked or task.done():
+                break
+        await asyncio.sleep(0.05)  # the stream now holds offset 2, awaiting the next event
         if task.done():
             task.result()  # raise what ended the loop
         gc.collect()
