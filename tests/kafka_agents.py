@@ -33,6 +33,7 @@ from streamcrawl.agents.stream.fetch_service import FetchService
 from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.render_agent import RenderAgent
+from streamcrawl.agents.stream.render_metrics import RenderMetrics
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode, encode
 from streamcrawl.schemas.records import (
@@ -160,7 +161,7 @@ class AgentsCrawl:
         consumer = asyncio.create_task(self._consume())
         stages = self.render_core.stages(lambda _crawl, _url: False, render=True)
         self.renderer = RenderAgent(
-            RenderStage(stages), self.view, self._publish, self.metrics, PAGE_LIMIT
+            RenderStage(stages), self.view, self._publish, RenderMetrics(), PAGE_LIMIT
         )
         await self.service.start()
         try:

@@ -179,6 +179,13 @@ class Settings(BaseSettings):
         description="Pages a render worker (streamcrawl render-worker) renders at once, in its "
         "one browser (docs/rendering.md).",
     )
+    render_web_port: int = Field(
+        6067,
+        ge=1,
+        le=65535,
+        description="A render worker's web port: /healthz and /metrics (not web_port: a fetch "
+        "worker and a render worker may share a host).",
+    )
     render_wait: float = Field(
         120.0,
         ge=1.0,

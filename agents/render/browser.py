@@ -18,6 +18,7 @@ a crawl without ``--render`` never loads them.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -66,12 +67,15 @@ class RenderSettings:
 
 class Renderer:
     """Renders pages in one Chromium; ``render`` may be called concurrently. Call ``close``
-    once done (the browser and the Playwright driver stop)."""
+    once done (the browser and the Playwright driver stop). ``launches``: browsers started so
+    far (the first and every replacement); ``refused``: the renders' subrequests refused, by
+    reason (the page's rules or ``serve``'s answer), for the render worker's metrics."""
 
     def __init__(self, settings: RenderSettings | None = None) -> None:
         self.settings = settings if settings is not None else RenderSettings()
         self.renders = 0  # by the current browser
         self.launches = 0
+        self.refused: collections.Counter[str] = collections.Counter()  # subrequests, by why
         self._mark = uuid.uuid4().hex
         self._playwright: Any = None
         self._browser: Any = None
@@ -90,8 +94,11 @@ class Renderer:
                 url, document, serve, self.settings.media, self.settings.max_subrequests
             )
             started = time.perf_counter()
-            async with self._context(origin) as context:
-                html = await self._load(context, routes)
+            try:
+                async with self._context(origin) as context:
+                    html = await self._load(context, routes)
+            finally:  # a failed render's refusals count too
+                self.refused.update(s.refused for s in routes.subrequests if s.refused)
             elapsed = (time.perf_counter() - started) * 1000.0
             return Rendered(html, elapsed, routes.subrequests, routes.navigation)
 

@@ -24,7 +24,7 @@ from streamcrawl.agents.errors import ConfigError
 from streamcrawl.agents.plugins.registry import Registry
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.connection import KafkaConnection
-from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.metrics import BadMessages
 from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import CrawlPolicy
 
@@ -54,7 +54,7 @@ class SharedView(Service):
         connection: KafkaConnection,
         control_topic: str,
         budget_topic: str,
-        metrics: Metrics,
+        metrics: BadMessages,
         tune_consumer: Callable[[AIOKafkaConsumer], None] = lambda _consumer: None,
         *,
         refresh_metadata: Callable[[AIOKafkaConsumer], Awaitable[None]],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import get_args
+from typing import Protocol, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -41,6 +41,14 @@ _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _WAIT = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300)
 _TURNAROUND = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
 _EVENT = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
+
+
+class BadMessages(Protocol):
+    """What a consumer counts the undecodable messages it skips in (``Metrics``, and a render
+    worker's ``RenderMetrics``)."""
+
+    @property
+    def bad_messages(self) -> Counter: ...
 
 
 class Metrics:

@@ -31,7 +31,7 @@ from streamcrawl.agents.stream.connection import KafkaConnection
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.frontier_agent import Publisher
 from streamcrawl.agents.stream.messages import frontier_values, report_messages
-from streamcrawl.agents.stream.metrics import Metrics
+from streamcrawl.agents.stream.render_metrics import RenderMetrics
 from streamcrawl.schemas.codec import BadMessage, decode
 from streamcrawl.schemas.records import RenderRequest
 
@@ -68,7 +68,7 @@ class RenderAgent:
         stage: RenderStage,
         view: SharedView,
         publish: Publisher,
-        metrics: Metrics,
+        metrics: RenderMetrics,
         page_bytes: int,
     ) -> None:
         self.stage = stage
@@ -92,16 +92,21 @@ class RenderAgent:
         extra: dict[str, object] = {"origin": req.origin}
         if req.expires_at < time.time():
             self.expired += 1
+            self.metrics.skipped()
             log.warning(
                 "render of %s expired: its fetch worker gave up", req.final_url, extra=extra
             )
             return
         rules = await self.view.wait_rules(req.crawl_id, RULES_WAIT)
         if rules is None:
+            self.metrics.skipped()
             log.warning("no spec for crawl %s: %s not rendered", req.crawl_id, req.final_url)
             return
+        started = time.perf_counter()
         report = await self.stage.run(req, rules)
+        seconds = time.perf_counter() - started
         await publish_report(self.publish, report, self.page_bytes)
+        self.metrics.rendered(report.page, seconds)
         self.rendered += 1
         log.info("rendered %s (%s)", req.final_url, report.page and report.page.render, extra=extra)
 
@@ -128,6 +133,7 @@ class RenderService(Service):
         self.concurrency = concurrency
         self.fetch_bytes = fetch_bytes
         self._consumer: AIOKafkaConsumer | None = None
+        self._consuming: asyncio.Future[None] | None = None
 
     async def on_start(self) -> None:
         self._consumer = AIOKafkaConsumer(
@@ -144,7 +150,12 @@ class RenderService(Service):
             heartbeat_interval_ms=3_000,
         )
         await self._consumer.start()
-        self.add_future(self._consume())
+        self._consuming = self.add_future(self._consume())
+
+    def ended(self) -> bool:
+        """Whether the consumer loop has ended: stopped, or raised (``/healthz``); False
+        before it starts."""
+        return self._consuming is not None and self._consuming.done()
 
     async def on_stop(self) -> None:
         if self._consumer is not None:

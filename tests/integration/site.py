@@ -159,13 +159,15 @@ class Cluster:
         self.workers.append(proc)
         return Worker(name, proc, port, self.tmp / f"{name}.log")
 
-    def start_render_worker(self, name: str, **env: str) -> subprocess.Popen[bytes]:
-        """``streamcrawl render-worker`` (its log ``<name>.log``), killed by ``stop_workers``."""
-        wenv = {**os.environ, **self.env, **env}
+    def start_render_worker(self, name: str, **env: str) -> Worker:
+        """``streamcrawl render-worker`` (its log ``<name>.log``, its web port free), killed
+        by ``stop_workers``."""
+        port = free_port()
+        wenv = {**os.environ, **self.env, "STREAMCRAWL_RENDER_WEB_PORT": str(port), **env}
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (closed by stop_all)
         proc = subprocess.Popen([STREAMCRAWL, "render-worker"], env=wenv, stdout=log, stderr=log)
         self.workers.append(proc)
-        return proc
+        return Worker(name, proc, port, self.tmp / f"{name}.log")
 
     def seed(self, urls: list[str], crawl_id: str, *flags: str) -> None:
         subprocess.run(

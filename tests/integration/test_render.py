@@ -115,6 +115,7 @@ async def test_an_address_the_guard_refuses_is_refused_and_the_page_still_render
     assert '<p id="failed">failed</p>' in rendered.html
     assert [s.refused for s in rendered.subrequests] == [ErrorClass.BLOCKED]
     assert rendered.refused == 1
+    assert renderer.refused == {ErrorClass.BLOCKED: 1}  # the render worker's metric
     assert srv.paths() == []
 
 
@@ -134,6 +135,7 @@ async def test_cross_origin_robots_and_media_are_refused_by_rule(renderer: Rende
         srv.url("/i.png"): "media",
         srv.url("/x.js"): None,
     }
+    assert renderer.refused == {"cross_origin": 1, "robots": 1, "media": 1}
     assert other.paths() == []
     assert srv.paths() == ["/x.js"]
 

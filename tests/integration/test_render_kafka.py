@@ -107,8 +107,13 @@ def test_a_render_worker_renders_for_a_fetch_worker_without_a_browser(cluster: C
         assert renders[srv.url("/")] == "browser"
         # The fetch worker never started a browser; the render worker did.
         assert browsers_under(worker.proc.pid) == []
-        assert browsers_under(renderer.pid) != []
+        assert browsers_under(renderer.proc.pid) != []
         assert srv.paths().count("/app/") == 1  # fetched once, by the fetch worker
+        # Its web port counts what it rendered, and its browser.
+        assert renderer.get("/healthz") == (200, "ok\n")
+        assert renderer.metric("streamcrawl_render_pages_total", result="browser") >= 2
+        assert renderer.metric("streamcrawl_render_seconds_count") >= 2
+        assert renderer.metric("streamcrawl_render_browser_rss_bytes") > 0
 
 
 def test_a_render_worker_killed_mid_render_loses_nothing(cluster: Cluster) -> None:
@@ -119,8 +124,8 @@ def test_a_render_worker_killed_mid_render_loses_nothing(cluster: Cluster) -> No
         cluster.seed([srv.url("/")], "rk", "--render", "always", "--delay", "0")
         # The render of /app/ is under way: its script asked for the JSON (which hangs).
         wait_for("a render in progress", lambda: "/app/links.json" in srv.paths(), 120, cluster)
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
         cluster.start_render_worker("r2")
         states = cluster.wait_states(4, timeout=240)
         assert states[srv.url("/app/x")] == "fetched", states

@@ -422,6 +422,7 @@ CASES: dict[tuple[str, str], tuple[list[str], Callable[[dict[str, Any]], Any], A
         Path("/x/creds"),
     ),
     ("render-worker", "--concurrency"): (["--concurrency", "3"], setting("render_concurrency"), 3),
+    ("render-worker", "--web-port"): (["--web-port", "7002"], setting("render_web_port"), 7002),
     ("render-worker", "--allow-network"): (
         ["--allow-network", "10.2.0.0/16"],
         setting("allow_networks"),

@@ -413,6 +413,8 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
     # what the wait does: tests/integration/test_render_kafka.py
     "render_wait": ({}, 7.0, lambda s, build, mp: build(s).fetch["render_wait"], 7.0),
     "render_concurrency": ({}, 5, lambda s, b, mp: render_worker(s), (5, 5)),
+    # what the port serves: tests/unit/test_render_web.py
+    "render_web_port": ({}, 7070, lambda s, b, mp: render_web_bind(s, mp), 7070),
     "sink_enabled": (
         {},
         False,
@@ -462,6 +464,25 @@ def render_worker(settings: Settings) -> tuple[int, int]:
             await worker.stages.close()
 
     return asyncio.run(built())
+
+
+def render_web_bind(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The port a render worker serves its ``/healthz`` and ``/metrics`` on."""
+    bound: list[int] = []
+
+    async def start(host: str, port: int, *_args: Any) -> None:
+        bound.append(port)
+
+    async def built() -> None:
+        worker = render_module.build(settings)
+        try:
+            await render_module.start_web(settings, worker, asyncio.Event())
+        finally:
+            await worker.stages.close()
+
+    monkeypatch.setattr(render_module.render_web, "start", start)
+    asyncio.run(built())
+    return bound[0]
 
 
 def test_every_field_has_a_case() -> None:

@@ -93,6 +93,11 @@ def _render_worker_command(sub: Any) -> None:
         type=int,
         help="pages rendered at once (env STREAMCRAWL_RENDER_CONCURRENCY, default 2)",
     )
+    worker.add_argument(
+        "--web-port",
+        type=int,
+        help="/healthz and /metrics port (env STREAMCRAWL_RENDER_WEB_PORT, default 6067)",
+    )
     add_network_flags(worker)
 
 

@@ -369,6 +369,7 @@ def cmd_render_worker(args: argparse.Namespace) -> int:
     settings = _settings(
         args,
         render_concurrency=getattr(args, "concurrency", None),
+        render_web_port=getattr(args, "web_port", None),
         allow_networks=",".join(getattr(args, "allow_network", [])) or None,
         log_level=getattr(args, "log_level", None),
         proxy=getattr(args, "proxy", None),

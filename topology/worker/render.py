@@ -15,6 +15,7 @@ import logging
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from aiokafka import AIOKafkaProducer
 
@@ -24,11 +25,12 @@ from streamcrawl.agents.net.stages import Stages
 from streamcrawl.agents.render.browser import RenderSettings
 from streamcrawl.agents.stream.control import SharedView
 from streamcrawl.agents.stream.frontier_agent import Publisher
-from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.partitioner import key_partition
 from streamcrawl.agents.stream.render_agent import RenderAgent, RenderService
+from streamcrawl.agents.stream.render_metrics import RenderMetrics
 from streamcrawl.topology.admin.topics import render_group, topic_name
 from streamcrawl.topology.settings import Settings
+from streamcrawl.topology.worker import render_web
 from streamcrawl.topology.worker.clients import (
     PRODUCER_CONNECTION_TIMEOUT_MS,
     aiokafka_connection,
@@ -48,6 +50,7 @@ class RenderWorker:
     service: RenderService
     stages: Stages
     core: CrawlCore
+    metrics: RenderMetrics
 
 
 def build(settings: Settings, core: CrawlCore | None = None) -> RenderWorker:
@@ -58,7 +61,7 @@ def build(settings: Settings, core: CrawlCore | None = None) -> RenderWorker:
         render = RenderSettings(concurrency=settings.render_concurrency)
         core = CrawlCore(settings.network(), render)
     connection = aiokafka_connection(settings)
-    metrics = Metrics()
+    metrics = RenderMetrics()
     view = SharedView(
         connection,
         topic_name(settings, "control"),
@@ -76,6 +79,7 @@ def build(settings: Settings, core: CrawlCore | None = None) -> RenderWorker:
         request_timeout_ms=PRODUCER_CONNECTION_TIMEOUT_MS,
     )
     stages = core.stages(lambda _crawl, _url: False, render=True)
+    metrics.watch(core.renderer())
     agent = RenderAgent(
         RenderStage(stages),
         view,
@@ -91,7 +95,7 @@ def build(settings: Settings, core: CrawlCore | None = None) -> RenderWorker:
         concurrency=settings.render_concurrency,
         fetch_bytes=settings.max_message_bytes,
     )
-    return RenderWorker(view, producer, service, stages, core)
+    return RenderWorker(view, producer, service, stages, core, metrics)
 
 
 def _publisher(settings: Settings, producer: AIOKafkaProducer) -> Publisher:
@@ -110,6 +114,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run a render worker until ``stop`` is set; then finish the batch in hand (its offsets
     committed), stop the browser and leave the group."""
     worker = build(settings)
+    web = await start_web(settings, worker, stop)
     await worker.producer.start()
     await worker.view.start()
     try:
@@ -118,11 +123,30 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         log.info("render worker started: %s", topic_name(settings, "render"))
         await stop.wait()
     finally:
+        await web.stop()
         await worker.service.stop()
         await worker.view.stop()
         await worker.producer.stop()
         await worker.stages.close()
         await worker.core.close()  # the browser
+
+
+async def start_web(
+    settings: Settings, worker: RenderWorker, stop: asyncio.Event
+) -> render_web.WebPort:
+    """The worker's ``/healthz`` and ``/metrics`` on ``settings.render_web_port`` (started
+    first: a port already taken fails the start at once)."""
+    unhealthy = partial(_unhealthy, worker, stop)
+    return await render_web.start(
+        settings.web_host, settings.render_web_port, worker.metrics, unhealthy
+    )
+
+
+def _unhealthy(worker: RenderWorker, stop: asyncio.Event) -> str | None:
+    """Why the worker's ``/healthz`` fails: its consumer loop ended and it is not stopping."""
+    if worker.service.ended() and not stop.is_set():
+        return "render consumer stopped"
+    return None
 
 
 def run(settings: Settings) -> None:
