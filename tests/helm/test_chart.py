@@ -44,6 +44,7 @@ OLDEST_ACCEPTABLE_KUBE = (1, 33)
 CRD_KINDS = {
     "ServiceMonitor": "monitoring.coreos.com/v1",
     "PrometheusRule": "monitoring.coreos.com/v1",
+    "PodMonitor": "monitoring.coreos.com/v1",
     "ScaledObject": "keda.sh/v1alpha1",
     "TriggerAuthentication": "keda.sh/v1alpha1",
 }
@@ -64,6 +65,13 @@ CASES["ci-proxy"] = [
     "--set-json",
     'networkPolicy.proxy=[{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":'
     ' "proxy"}}, "podSelector": {"matchLabels": {"app": "egress-proxy"}}}]',
+]
+# The render workers with their autoscaler, behind the production NetworkPolicy and monitoring
+# (test_chart_render.py).
+CASES["ci-render"] = [
+    *CASES["ci/production-values.yaml"],
+    "--set",
+    "renderWorker.enabled=true,renderWorker.autoscaling.enabled=true",
 ]
 CASES["minimal"] = [
     "--set",
@@ -501,10 +509,18 @@ def partitions(docs: list[dict[str, Any]]) -> int:
 def test_replicas_never_exceed_partitions(manifests: list[dict[str, Any]]) -> None:
     limit = partitions(manifests)
     sts = statefulset(manifests)
-    scalers = of_kind(manifests, "HorizontalPodAutoscaler") + of_kind(manifests, "ScaledObject")
+    # The workers' autoscaler (the render workers' scales their Deployment: test_chart_render.py).
+    hpas = [
+        h
+        for h in of_kind(manifests, "HorizontalPodAutoscaler")
+        if h["spec"]["scaleTargetRef"]["kind"] == "StatefulSet"
+    ]
+    scalers = hpas + of_kind(manifests, "ScaledObject")
     assert scalers or "replicas" in sts["spec"]
     assert sts["spec"].get("replicas", 0) <= limit
-    for hpa in of_kind(manifests, "HorizontalPodAutoscaler"):
+    for deployment in of_kind(manifests, "Deployment"):
+        assert deployment["spec"].get("replicas", 0) <= limit
+    for hpa in hpas:
         assert "replicas" not in sts["spec"], "the HPA owns the replica count"
         assert hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"] <= limit
         assert hpa["spec"]["scaleTargetRef"]["name"] == sts["metadata"]["name"]
@@ -545,6 +561,9 @@ TOO_MANY = "must not exceed kafka.partitions"
         "autoscaling.enabled=true,autoscaling.type=keda,autoscaling.maxReplicas=13",
         "autoscaling.enabled=true,autoscaling.type=hpa,autoscaling.maxReplicas=13",
         "warc.enabled=true,warc.replicas=13",
+        "renderWorker.enabled=true,renderWorker.replicas=13",
+        "renderWorker.enabled=true,renderWorker.autoscaling.enabled=true,"
+        "renderWorker.autoscaling.maxReplicas=13",
     ],
 )
 def test_render_fails_when_replicas_exceed_partitions(helm: str, values: str) -> None:

@@ -60,6 +60,10 @@ CONTEXTS: dict[str, dict[str, Any]] = {
     "cassandra.auth.": {"cassandra": {"auth": {"existingSecret": "cassandra-user"}}},
     "cassandra.tls.ca": {"cassandra": {"tls": {"enabled": True, "caSecret": "cassandra-ca"}}},
     "warc.": {"warc": {"enabled": True}},
+    "renderWorker.": {"renderWorker": {"enabled": True}},
+    "renderWorker.autoscaling.": {
+        "renderWorker": {"enabled": True, "autoscaling": {"enabled": True}}
+    },
     "networkPolicy.": {
         "networkPolicy": {
             "enabled": True,
@@ -149,6 +153,11 @@ CHANGES: dict[str, Any] = {
     "warc.persistence.accessModes": ["ReadWriteOncePod"],
     "warc.persistence.whenDeleted": "Delete",
     "warc.persistence.whenScaled": "Delete",
+    "renderWorker.resources.requests.cpu": "1500m",
+    "renderWorker.resources.requests.memory": "2Gi",
+    "renderWorker.resources.limits.memory": "4Gi",
+    "renderWorker.tmpSizeLimit": "2Gi",
+    "renderWorker.tolerations": [{"key": "render", "operator": "Exists", "effect": "NoSchedule"}],
 }
 
 

@@ -27,6 +27,10 @@
 {{- printf "%s-warc" (include "streamcrawl.fullname" .) | trunc 52 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- define "streamcrawl.renderWorker.fullname" -}}
+{{- printf "%s-render-worker" (include "streamcrawl.fullname" .) | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "streamcrawl.config.fullname" -}}
 {{- printf "%s-config" (include "streamcrawl.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -85,6 +89,16 @@ app.kubernetes.io/component: warc
 app.kubernetes.io/component: warc
 {{- end -}}
 
+{{- define "streamcrawl.renderWorker.selectorLabels" -}}
+{{ include "streamcrawl.selectorLabels" . }}
+app.kubernetes.io/component: render-worker
+{{- end -}}
+
+{{- define "streamcrawl.renderWorker.labels" -}}
+{{ include "streamcrawl.labels" . }}
+app.kubernetes.io/component: render-worker
+{{- end -}}
+
 {{- define "streamcrawl.admin.labels" -}}
 {{ include "streamcrawl.labels" . }}
 app.kubernetes.io/component: admin
@@ -97,6 +111,16 @@ app.kubernetes.io/component: admin
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The render workers' image: renderWorker.image where set, else the chart's. */}}
+{{- define "streamcrawl.renderWorker.image" -}}
+{{- $r := .Values.renderWorker.image -}}
+{{- if or $r.repository $r.tag -}}
+{{- printf "%s:%s" (default .Values.image.repository $r.repository) (default (default .Chart.AppVersion .Values.image.tag) $r.tag) -}}
+{{- else -}}
+{{- include "streamcrawl.image" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -221,6 +245,11 @@ when their TLS is on. */}}
 - name: tmp
   emptyDir:
     sizeLimit: {{ .Values.worker.tmpSizeLimit }}
+{{- include "streamcrawl.caVolumes" . }}
+{{- end -}}
+
+{{/* The Kafka and Cassandra CA volumes, when their TLS is on. */}}
+{{- define "streamcrawl.caVolumes" -}}
 {{- if and .Values.kafka.tls.caSecret (include "streamcrawl.kafkaTLS" .) }}
 - name: kafka-ca
   secret:
@@ -292,6 +321,18 @@ Only the workers send requests: the hooks and the WARC writer do not get the cre
 {{- if and .Values.warc.enabled (gt (int .Values.warc.replicas) $partitions) -}}
 {{- fail (printf "warc.replicas (%d) must not exceed kafka.partitions (%d): a WARC writer beyond the partition count gets no partition and sits idle." (int .Values.warc.replicas) $partitions) -}}
 {{- end -}}
+{{- $r := .Values.renderWorker -}}
+{{- if $r.enabled -}}
+{{- if and (not $r.autoscaling.enabled) (gt (int $r.replicas) $partitions) -}}
+{{- fail (printf "renderWorker.replicas (%d) must not exceed kafka.partitions (%d): the render topic has that many partitions, and a render worker beyond them gets none and sits idle." (int $r.replicas) $partitions) -}}
+{{- end -}}
+{{- if and $r.autoscaling.enabled (gt (int $r.autoscaling.maxReplicas) $partitions) -}}
+{{- fail (printf "renderWorker.autoscaling.maxReplicas (%d) must not exceed kafka.partitions (%d): the render topic has that many partitions, and a render worker beyond them gets none and sits idle." (int $r.autoscaling.maxReplicas) $partitions) -}}
+{{- end -}}
+{{- if and $r.autoscaling.enabled (gt (int $r.autoscaling.minReplicas) (int $r.autoscaling.maxReplicas)) -}}
+{{- fail (printf "renderWorker.autoscaling.minReplicas (%d) must not exceed renderWorker.autoscaling.maxReplicas (%d)." (int $r.autoscaling.minReplicas) (int $r.autoscaling.maxReplicas)) -}}
+{{- end -}}
+{{- end -}}
 {{- if $a.enabled -}}
 {{- if gt (int $a.maxReplicas) $partitions -}}
 {{- fail (printf "autoscaling.maxReplicas (%d) must not exceed kafka.partitions (%d): a worker beyond the partition count gets no partition and sits idle. Lower autoscaling.maxReplicas or raise the partition count first (docs/kubernetes.md, \"Scale by partitions\")." (int $a.maxReplicas) $partitions) -}}
@@ -339,4 +380,52 @@ Only the workers send requests: the hooks and the WARC writer do not get the cre
 {{- if and $proxy.credential (not .Values.worker.credentials.secretName) -}}
 {{- fail (printf "worker.proxy.credential %s is read from the Secret worker.credentials.secretName: set it to the Secret that holds the key %s (the chart never takes a credential as a value)." $proxy.credential $proxy.credential) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* NetworkPolicy egress rules of the pods that fetch (the workers, the render workers): DNS,
+Kafka, Cassandra (when "cassandra" is true), the egress proxy, and public addresses plus
+worker.allowNetworks. Called with (dict "root" $ "cassandra" BOOL). */}}
+{{- define "streamcrawl.egress" -}}
+{{- $root := .root -}}
+{{- $np := $root.Values.networkPolicy -}}
+- to:
+    {{- toYaml $np.dns | nindent 4 }}
+  ports:
+    - protocol: UDP
+      port: 53
+    - protocol: TCP
+      port: 53
+- to:
+    {{- toYaml $np.kafka | nindent 4 }}
+  ports:
+    {{- include "streamcrawl.endpointPorts" $root.Values.kafka.bootstrap | trim | nindent 4 }}
+{{- if .cassandra }}
+- to:
+    {{- toYaml $np.cassandra | nindent 4 }}
+  ports:
+    {{- include "streamcrawl.endpointPorts" $root.Values.cassandra.hosts | trim | nindent 4 }}
+{{- end }}
+{{- if $root.Values.worker.proxy.url }}
+# The egress proxy; whatever it forwards to is its own egress rules' to allow.
+- to:
+    {{- toYaml $np.proxy | nindent 4 }}
+  ports:
+    - protocol: TCP
+      port: {{ include "streamcrawl.proxyPort" $root }}
+{{- end }}
+# The public Internet, any port: the special-purpose ranges the SSRF guard refuses are
+# excepted (NAT64 is not: the guard judges it by the IPv4 address inside).
+- to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+        except:
+          {{- toYaml $np.privateIPv4 | nindent 10 }}
+    - ipBlock:
+        cidr: ::/0
+        except:
+          {{- toYaml $np.privateIPv6 | nindent 10 }}
+    {{- range $root.Values.worker.allowNetworks }}
+    - ipBlock:
+        cidr: {{ . | quote }}
+    {{- end }}
 {{- end -}}
