@@ -22,8 +22,12 @@ COPY topology ./topology
 # copied here (--build-arg PLUGINS=./examples/plugins). Default: none.
 ARG PLUGINS=""
 COPY examples/plugins ./examples/plugins
+# RENDER=1: an image that renders (`streamcrawl render-worker`, `crawl --render`): the render
+# extra (playwright, psutil) here, Debian's Chromium in the runtime stage. Off by default: it
+# adds the browser to every pod's image (docs/rendering.md, "The image", says how much).
+ARG RENDER=0
 # Wheels only (no compiler in either stage); CI runs the same script: scripts/check-dockerfile.sh.
-RUN sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS
+RUN RENDER=$RENDER sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS
 
 # --- runtime ----------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -36,6 +40,13 @@ RUN python -m pip uninstall --yes --no-cache-dir pip setuptools wheel \
     && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \
        --shell /usr/sbin/nologin streamcrawl \
     && install -d -o 10001 -g 10001 -m 0750 /var/lib/streamcrawl
+ARG RENDER=0
+# The browser of RENDER=1 images: Debian's chromium; Playwright never downloads one.
+RUN if [ "$RENDER" = 1 ]; then \
+      apt-get update \
+      && apt-get install --yes --no-install-recommends chromium \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
 COPY --from=builder /opt/venv /opt/venv
 # HOME and temporary files on /tmp (an emptyDir in Kubernetes), state on /var/lib/streamcrawl
 # (the PVC): the root filesystem can be read-only. Bytecode was compiled at install time.
@@ -43,10 +54,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     HOME=/tmp \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    STREAMCRAWL_STATE_DIR=/var/lib/streamcrawl
+    STREAMCRAWL_STATE_DIR=/var/lib/streamcrawl \
+    PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+    STREAMCRAWL_CHROMIUM=/usr/bin/chromium
 USER 10001:10001
 WORKDIR /var/lib/streamcrawl
-EXPOSE 6066
+# The worker's web port; a render worker's.
+EXPOSE 6066 6067
 # Exec form: streamcrawl is PID 1 and receives SIGTERM directly (graceful worker shutdown).
 ENTRYPOINT ["streamcrawl"]
 CMD ["worker"]

@@ -4,11 +4,12 @@
 #
 # 1. Static checks: base image pinned to a concrete Python patch release, the builder stage's only
 #    RUN is docker/install.sh, the final stage runs as uid 10001 with ENTRYPOINT streamcrawl and
-#    installs no compiler.
+#    installs no compiler; the RENDER build argument installs the render extra and Chromium.
 # 2. Build the builder stage's context the way Docker would: every COPY source of that stage,
 #    filtered by .dockerignore, laid out under its destination.
 # 3. Run docker/install.sh on that context into a fresh venv with the same Python minor as the
-#    image, with the example plugins as --build-arg PLUGINS=./examples/plugins gives them. A
+#    image, with the example plugins as --build-arg PLUGINS=./examples/plugins gives them and the
+#    render extra as --build-arg RENDER=1 does. A
 #    missing COPY, a .dockerignore that hides a package, a dependency without a wheel, a broken
 #    console script or a plugin that does not load fails here.
 set -euo pipefail
@@ -77,10 +78,30 @@ for stage in stages:
         fail(f"base image {stage['image']!r} is not pinned to a python:3.11.<patch>-slim-bookworm tag")
 
 runs = [a for kw, a in builder["steps"] if kw == "RUN"]
-if runs != ["sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS"]:
+if runs != ["RENDER=$RENDER sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS"]:
     fail(f"the builder stage must install only via docker/install.sh, found RUN {runs}")
 if ("ARG", 'PLUGINS=""') not in builder["steps"]:
     fail('the builder stage must declare ARG PLUGINS="" (docs/plugins.md, "Deploying plugins")')
+# RENDER=1 (docs/rendering.md, "The image"): install.sh adds the render extra, and the runtime
+# stage Debian's chromium, where the render worker looks for it, with no browser download.
+for stage, what in ((builder, "builder"), (final, "runtime")):
+    if ("ARG", "RENDER=0") not in stage["steps"]:
+        fail(f"the {what} stage must declare ARG RENDER=0 (images that render: RENDER=1)")
+final_runs = [a for kw, a in final["steps"] if kw == "RUN"]
+chromium = [a for a in final_runs if "chromium" in a]
+if len(chromium) != 1 or not re.search(
+    r'if \[ "\$RENDER" = 1 \]; then .*apt-get install --yes --no-install-recommends chromium\b'
+    r".*rm -rf /var/lib/apt/lists/\*",
+    chromium[0],
+):
+    fail("the runtime stage must apt-get install --no-install-recommends chromium under RENDER=1")
+env = " ".join(a for kw, a in final["steps"] if kw == "ENV").split()
+for setting in ("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1", "STREAMCRAWL_CHROMIUM=/usr/bin/chromium"):
+    if setting not in env:
+        fail(f"the runtime stage must set ENV {setting}")
+install = open(os.path.join(root, "docker", "install.sh")).read()
+if "1) EXTRAS=kafka,render ;;" not in install or '"$SRC[$EXTRAS]"' not in install:
+    fail("docker/install.sh must install the render extra when RENDER=1")
 final_text = " ".join(f"{kw} {a}" for kw, a in final["steps"])
 if re.search(r"\b(gcc|g\+\+|clang|build-essential|make|cmake|rustc|cargo)\b", final_text):
     fail("the runtime stage mentions a compiler or build tool")
@@ -159,10 +180,16 @@ if [[ $image_minor != "$have_minor" ]]; then
 fi
 
 start=$SECONDS
-# As `docker build --build-arg PLUGINS=./examples/plugins .` runs it (from WORKDIR /src): the
-# plugins' extension point installs the example package, and its three plugins load.
-(cd "$WORK/context/src" && PYTHON=$PYTHON sh "$WORK/context/usr/local/bin/streamcrawl-install" \
+# As `docker build --build-arg PLUGINS=./examples/plugins --build-arg RENDER=1 .` runs it (from
+# WORKDIR /src): the plugins' extension point installs the example package, and its three
+# plugins load; the render extra's wheels install and import (RENDER=0 installs a subset).
+(cd "$WORK/context/src" && PYTHON=$PYTHON RENDER=1 \
+  sh "$WORK/context/usr/local/bin/streamcrawl-install" \
   "$WORK/venv" "$WORK/context/src" ./examples/plugins) | tee "$WORK/install.log"
+if ! grep -q 'installed into' "$WORK/install.log" || ! grep -q 'streamcrawl\[kafka,render\]' "$WORK/install.log"; then
+  echo "check-dockerfile: install.sh with RENDER=1 did not install the render extra" >&2
+  exit 1
+fi
 plugins=$(grep -c '"kind"' "$WORK/install.log" || true)
 if [[ $plugins != 3 ]]; then
   echo "check-dockerfile: plugin list shows $plugins plugins after PLUGINS=./examples/plugins, not 3" >&2

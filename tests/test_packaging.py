@@ -29,7 +29,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from streamcrawl.agents.render import browser
 from streamcrawl.topology.cli.kafka_args import KAFKA_EXTRA
+from streamcrawl.topology.settings import Settings
 from tests.httpserver import RecordingServer, html
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,15 +300,37 @@ def test_the_worker_images_build_argument_plugins_is_installed_with_streamcrawl(
     context for ``PLUGINS=./examples/plugins``."""
     builder = dockerfile_stages()[0]
     arg = builder.index(("ARG", 'PLUGINS=""'))
-    run = builder.index(("RUN", "sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS"))
+    install_step = "RENDER=$RENDER sh /usr/local/bin/streamcrawl-install /opt/venv /src $PLUGINS"
+    run = builder.index(("RUN", install_step))
     assert arg < run and ("COPY", "examples/plugins ./examples/plugins") in builder[:run]
     assert ("WORKDIR", "/src") in builder[:run]  # ./examples/plugins resolves there
     assert "!examples/plugins" in (ROOT / ".dockerignore").read_text().splitlines()
     install = (ROOT / "docker" / "install.sh").read_text()
-    assert "shift 2\n" in install and '"$SRC[kafka]" "$@"\n' in install
+    assert "shift 2\n" in install and '"$SRC[$EXTRAS]" "$@"\n' in install
     assert install.rstrip().splitlines()[-2] == '"$VENV/bin/streamcrawl" plugin list'
     check = (ROOT / "scripts" / "check-dockerfile.sh").read_text()
     assert '"$WORK/venv" "$WORK/context/src" ./examples/plugins)' in check  # CI installs them
+
+
+def test_the_images_build_argument_render_installs_the_render_extra_and_chromium() -> None:
+    """``--build-arg RENDER=1`` (docs/rendering.md, "The image"): the builder's install step
+    adds the render extra, the runtime stage Debian's chromium at the path the render worker
+    reads, and no browser download; RENDER=0, the default, neither."""
+    builder, runtime = dockerfile_stages()[0], dockerfile_stages()[-1]
+    for stage in (builder, runtime):
+        assert ("ARG", "RENDER=0") in stage
+    install = (ROOT / "docker" / "install.sh").read_text()
+    assert "  1) EXTRAS=kafka,render ;;\n  0) EXTRAS=kafka ;;\n" in install
+    (apt,) = [a for kw, a in runtime if kw == "RUN" and "chromium" in a]
+    assert apt.startswith('if [ "$RENDER" = 1 ]; then')
+    assert "apt-get install --yes --no-install-recommends chromium " in apt
+    copy = runtime.index(("COPY", "--from=builder /opt/venv /opt/venv"))
+    assert runtime.index(("RUN", apt)) < copy  # the apt layer is cached across code changes
+    env = " ".join(a for kw, a in runtime if kw == "ENV").split()
+    assert f"STREAMCRAWL_CHROMIUM={browser.DEFAULT_CHROMIUM}" in env
+    assert "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1" in env
+    assert ("EXPOSE", "6066 6067") in runtime  # the worker's and the render worker's web ports
+    assert Settings.model_fields["render_web_port"].default == 6067
 
 
 @pytest.mark.slow
