@@ -13,7 +13,8 @@
   (``--port``: the site's first port, one per origin, when 21000 and up are taken;
   ``--per-origin-concurrency N``: N requests in flight per origin instead of the seed's
   default, 8 at delay 0 and 1 with a delay, e.g. ``4x500@0 --per-origin-concurrency 1`` for
-  the few-origins shape).
+  the few-origins shape; ``--embedded``: the embedded crawl, ``streamcrawl crawl``, on the
+  same site instead of the workers, the baseline of the many-origins ratios).
 """
 
 from __future__ import annotations
@@ -247,20 +248,21 @@ def politeness_rows(
     profile: Path | None = None,
     port: int = 21000,
     per_origin_concurrency: int | None = None,
+    embedded: bool = False,
 ) -> dict:
     """The politeness-bound row ``runs`` times: each run's figures and their medians; with
     ``profile``, every worker of each run under ``py-spy record`` (``profile`` + run number,
     then ``.wN`` for worker N > 1). Each run's figures include ``worker_pages`` and
     ``worker_cpu_s``: the pages each worker fetched and its CPU-seconds; ``per_page``: the
     messages the workers sent by topic, their frontier batches and events and sink writes, per
-    page."""
+    page; ``embedded``: the embedded crawl instead of the workers (no worker counts)."""
     from bench import suite
 
     spec_s, _, delay_s = size.partition("@")
     origins, _, pages = spec_s.partition("x")
     delay = float(delay_s or 0.5)
     site = suite.ensure_site(workdir, int(origins), int(pages), port)
-    name = f"kafka-{workers}"
+    name = "embedded" if embedded else f"kafka-{workers}"
     args = argparse.Namespace(timeout=timeout, stock=False)
     results = []
     for i in range(runs):
@@ -327,6 +329,11 @@ def main() -> None:
         type=int,
         help="requests in flight per origin (default: 8 at delay 0, else 1)",
     )
+    ap.add_argument(
+        "--embedded",
+        action="store_true",
+        help="the politeness row by the embedded crawl (streamcrawl crawl), not the workers",
+    )
     args = ap.parse_args()
     if args.politeness:
         row = politeness_rows(
@@ -337,6 +344,7 @@ def main() -> None:
             profile=args.profile,
             port=args.port,
             per_origin_concurrency=args.per_origin_concurrency,
+            embedded=args.embedded,
         )
         print(json.dumps(row["median"], indent=1, default=str))
         return
