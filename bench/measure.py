@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,10 +64,13 @@ def run_measured(
     timeout: float = 1800.0,
     interval: float = 0.05,
     log_dir: str | Path,
+    on_sample: Callable[[list[psutil.Process], float], None] | None = None,
 ) -> Measured:
     """Run ``argv`` to completion (killing its process group after ``timeout`` s) and measure it.
 
     stdout is captured and returned; stderr goes to ``log_dir/stderr.log`` (its tail is returned).
+    ``on_sample(tree, seconds)``, if given, is called at every poll with the process tree (for
+    figures of its own, e.g. per-process CPU or a browser's memory: bench/render_rows.py).
     """
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -88,9 +92,12 @@ def run_measured(
 
         def poll() -> None:
             while not done.is_set():
-                rss = _tree_rss(_tree(proc.pid))
+                tree = _tree(proc.pid)
+                rss = _tree_rss(tree)
                 if rss:  # 0 once the process has gone
                     samples.append((time.monotonic() - t0, rss))
+                if on_sample is not None and tree:
+                    on_sample(tree, time.monotonic() - t0)
                 done.wait(interval)
 
         def watchdog() -> None:

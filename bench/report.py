@@ -357,6 +357,10 @@ def markdown(results: dict, chart: str) -> str:
         from bench.asset_rows import assets_section
 
         lines += assets_section(results["assets"])
+    if "rendering" in results:
+        from bench.render_rows import section as rendering_section
+
+        lines += rendering_section(results["rendering"])
     if "reshard" in results:
         lines += reshard_section(results["reshard"])
     if "idle" in results:

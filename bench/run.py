@@ -47,21 +47,22 @@ ALL = [
 ]
 
 
-def ensure_bench_venv() -> None:
-    """Create the benchmark venv if needed and re-execute this command inside it."""
+def ensure_bench_venv(module: str = "bench.run") -> None:
+    """Create the benchmark venv if needed and re-execute ``python -m module`` (this command)
+    inside it."""
     python = VENV / "bin" / "python"
     if Path(sys.prefix).resolve() == VENV.resolve():
         return
     if not python.exists():
         print(f"creating the benchmark venv {VENV} ...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = "import scrapy, crawlee, parsel, psutil, matplotlib"
+    probe = "import scrapy, crawlee, parsel, playwright, psutil, matplotlib"
     if subprocess.run([str(python), "-c", probe], capture_output=True).returncode != 0:
         subprocess.run(
             [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True
         )
     os.chdir(REPO)
-    os.execv(str(python), [str(python), "-m", "bench.run", *sys.argv[1:]])
+    os.execv(str(python), [str(python), "-m", module, *sys.argv[1:]])
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -201,6 +202,7 @@ def shape(text: str, default_delay: float = 0.0) -> tuple[int, int, float] | Non
 # whole (its rows are compared with each other, never with another run's).
 WHOLE_SECTIONS = (
     "delay_zero", "not_saturated", "idle", "many_origins", "reshard", "doc_site", "assets",
+    "rendering",
 )  # fmt: skip
 
 
