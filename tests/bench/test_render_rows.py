@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import reaper, render_rows, render_site
+from bench import reaper, render_report, render_rows, render_site
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
 
@@ -85,21 +85,22 @@ def _part(cpu: float, crawlee_cpu: float, rss: list[float]) -> dict:
 
 def test_the_targets_are_cpu_against_crawlee_and_a_flat_browser() -> None:
     flat = [500.0, 900.0, 1000.0, 1100.0, 950.0, 1180.0]  # level 1000 at 100 renders
-    got = [(v["value"], v["bound"], v["met"]) for v in render_rows.verdicts(_part(400, 500, flat))]
+    part = _part(400, 500, flat)
+    got = [(v["value"], v["bound"], v["met"]) for v in render_report.verdicts(part)]
     assert got == [(400, 500, True), (1180, 1000, True)]
     growing = [*flat, 1300.0]
-    got = [(v["value"], v["met"]) for v in render_rows.verdicts(_part(600, 500, growing))]
+    got = [(v["value"], v["met"]) for v in render_report.verdicts(_part(600, 500, growing))]
     assert got == [(600, False), (1300, False)]
 
 
 def test_a_run_short_of_the_level_is_not_measured() -> None:
     part = _part(400, 500, [500.0, 900.0])  # 0 and 50 renders: never at 100
     part.pop("compare")
-    assert [v["met"] for v in render_rows.verdicts(part)] == [None, None]
+    assert [v["met"] for v in render_report.verdicts(part)] == [None, None]
 
 
 def test_the_section_shows_both_crawlers_the_long_run_and_the_verdicts() -> None:
-    lines = render_rows.section(_part(400, 500, [500.0, 900.0, 1000.0, 1100.0, 1300.0]))
+    lines = render_report.section(_part(400, 500, [500.0, 900.0, 1000.0, 1100.0, 1300.0]))
     assert lines[0] == "## Rendering"
     assert (
         "| streamcrawl crawl --render always (embedded) | 3 | 80 / 80 | 60.0 | 750 | 32.0 | 400 "
@@ -116,8 +117,8 @@ def test_the_section_shows_both_crawlers_the_long_run_and_the_verdicts() -> None
 def test_the_section_replaces_its_own_and_keeps_the_others(tmp_path: Path) -> None:
     md = tmp_path / "benchmarks.md"
     md.write_text("# B\n\n## Idle worker\n\nidle\n\n## Memory run\n\nmemory\n")
-    render_rows.write_section(md, ["## Rendering", "", "first", ""])
-    render_rows.write_section(md, ["## Rendering", "", "second", ""])
+    render_report.write_section(md, ["## Rendering", "", "first", ""])
+    render_report.write_section(md, ["## Rendering", "", "second", ""])
     assert md.read_text() == (
         "# B\n\n## Idle worker\n\nidle\n\n## Rendering\n\nsecond\n\n## Memory run\n\nmemory\n"
     )
