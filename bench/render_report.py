@@ -132,12 +132,13 @@ def long_section(long: dict[str, Any] | None) -> list[str]:
     if long.get("status") == "failed":
         return [f"Long run: **failed**: {reason(long)}", ""]
     rec = long["recycle"]
+    source = f" (`{long['command']}`)" if "command" in long else ""
     lines = [
-        f"Long run: one `streamcrawl crawl --render always` of {long['pages']:,} pages; "
+        f"Long run{source}: one `streamcrawl crawl --render always` of {long['pages']:,} pages; "
         f"{long['renders']:,} rendered in {long['wall_s']:,.0f} s, "
-        f"{long['cpu_ms']:,.0f} CPU ms and {long['wall_ms']:,.0f} wall ms per render (render "
-        f"time p50 {cell(long.get('render_ms_p50'))} ms, p95 {cell(long.get('render_ms_p95'))} "
-        f"ms). The renderer replaces its browser every {rec['after']} renders (and above "
+        f"{long['wall_ms']:,.0f} wall ms per render (render time p50 "
+        f"{cell(long.get('render_ms_p50'))} ms, p95 {cell(long.get('render_ms_p95'))} ms). "
+        f"The renderer replaces its browser every {rec['after']} renders (and above "
         f"{rec['max_rss_mb']:,} MiB summed RSS), {rec['concurrency']} pages at once. The "
         "browser's processes sampled every 2 s: summed RSS and PSS (shared pages counted once), "
         "the renders done read from the access log.",

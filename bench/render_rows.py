@@ -289,6 +289,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, help="also write {'rendering': ...} there")
     ap.add_argument("--md", type=Path, help="replace the Rendering section of this file")
+    ap.add_argument(
+        "--long-from",
+        type=Path,
+        help="take the long run from an earlier --out file (its command shown) instead of "
+        "running it",
+    )
     args = ap.parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
     from bench.run import ensure_bench_venv
@@ -310,7 +316,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.runs:
         part["compare"] = compare(workdir / "compare", args)
         save()
-    if args.renders:
+    if args.long_from:
+        earlier = json.loads(args.long_from.read_text())["rendering"]
+        part["long"] = {**earlier["long"], "command": earlier["command"]}
+        save()
+    elif args.renders:
         try:
             part["long"] = long_run(workdir / "long", args)
         except Exception as e:

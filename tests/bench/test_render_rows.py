@@ -78,7 +78,7 @@ def _part(cpu: float, crawlee_cpu: float, rss: list[float]) -> dict:
         {"t": 2.0 * i, "renders": 50 * i, "procs": 7, "rss_mb": mb, "pss_mb": mb / 2}
         for i, mb in enumerate(rss)
     ]
-    long = {"pages": 2000, "renders": 2000, "wall_s": 2000.0, "cpu_ms": 500.0, "wall_ms": 1000.0}
+    long = {"pages": 2000, "renders": 2000, "wall_s": 2000.0, "wall_ms": 1000.0}
     long |= {"recycle": {"after": 200, "max_rss_mb": 1024, "concurrency": 2}, "samples": samples}
     return {"command": "python -m bench.render_rows", "compare": compare, "long": long}
 
@@ -107,11 +107,23 @@ def test_the_section_shows_both_crawlers_the_long_run_and_the_verdicts() -> None
         "| 100 / 20 / 300 | 1,500 | 0.80x |"
     ) in lines
     assert "| 100 | 4.0 | 7 | 1,000 | 500 |" in lines  # the level, at 100 renders
+    assert (
+        lines[lines.index("| 100 | 4.0 | 7 | 1,000 | 500 |") + 1]
+        == "| 200 | 8.0 | 7 | 1,300 | 650 |"
+    )
     assert "| CPU per rendered page <= Crawlee's in the same run | 400 | 500 | met |" in lines
     assert (
         "| browser RSS within 20% of its level after 100 renders | 1,300 | 1,000 | **not met** |"
         in lines
     )
+
+
+def test_a_long_run_taken_from_an_earlier_file_names_its_command() -> None:
+    part = _part(400, 500, [500.0, 900.0, 1000.0])
+    part["long"]["command"] = "python -m bench.render_rows --runs 0"
+    long = next(line for line in render_report.section(part) if line.startswith("Long run"))
+    assert long.startswith("Long run (`python -m bench.render_rows --runs 0`): one `streamcrawl")
+    assert "every 200 renders" in long
 
 
 def test_the_section_replaces_its_own_and_keeps_the_others(tmp_path: Path) -> None:
