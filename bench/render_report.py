@@ -4,6 +4,7 @@ section of docs/benchmarks.md, from ``{"rendering": part}`` (``python -m bench.r
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +16,50 @@ CRAWLERS = {
 }
 RSS_TOLERANCE = 0.2  # the long run's target: within 20 % of the level after the first 100
 RSS_AFTER = 100
+WINDOW = 100  # renders per window of the long run's memory samples
 HEADING = "## Rendering"
 PARTS = ("crawler", "driver", "chromium")  # process kinds, in the order the report shows them
 
 
+def windows(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The long run's samples by windows of ``WINDOW`` renders from ``RSS_AFTER`` on: in each,
+    the median and the largest summed RSS and PSS, and the median process count. The browser's
+    processes come and go with its pages (a sample may catch one more renderer or one less), so
+    a window's median is its level; a leak raises the medians window after window."""
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for s in samples:
+        done = s.get("renders") or 0
+        if done >= RSS_AFTER and s["rss_mb"] > 0:
+            groups.setdefault(RSS_AFTER + (done - RSS_AFTER) // WINDOW * WINDOW, []).append(s)
+    out = []
+    for start, group in sorted(groups.items()):
+        row: dict[str, Any] = {"renders": start, "samples": len(group)}
+        row["procs"] = statistics.median(s["procs"] for s in group)
+        for key in ("rss_mb", "pss_mb"):
+            row[key] = statistics.median(s[key] for s in group)
+            row[f"max_{key}"] = max(s[key] for s in group)
+        out.append(row)
+    return out
+
+
 def flatness(samples: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
-    """The long run's memory against its level: the first sample at ``RSS_AFTER`` renders or
-    more, and the largest and smallest after it (None: the run never got there)."""
-    after = [s for s in samples if (s.get("renders") or 0) >= RSS_AFTER and s[key] > 0]
-    if not after:
+    """The long run's memory against its level, the median of the first window (renders
+    ``RSS_AFTER`` to ``RSS_AFTER + WINDOW``): every later window's median within
+    ``RSS_TOLERANCE`` of it is flat (None: the run never got past the first window)."""
+    rows = windows(samples)
+    if len(rows) < 2:
         return None
-    level = after[0][key]
-    top, low = max(s[key] for s in after), min(s[key] for s in after)
+    level = rows[0][key]
+    ratios = [r[key] / level for r in rows]
     return {
         "level": round(level),
-        "max": round(top),
-        "min": round(low),
-        "max_ratio": round(top / level, 3),
-        "min_ratio": round(low / level, 3),
-        "renders": max(s["renders"] for s in after),
-        "met": top <= level * (1 + RSS_TOLERANCE),
+        "max": round(max(r[key] for r in rows)),
+        "min": round(min(r[key] for r in rows)),
+        "max_ratio": round(max(ratios), 3),
+        "min_ratio": round(min(ratios), 3),
+        "peak": round(max(r[f"max_{key}"] for r in rows)),
+        "renders": max(s.get("renders") or 0 for s in samples),
+        "met": all(abs(r - 1) <= RSS_TOLERANCE for r in ratios),
     }
 
 
@@ -50,7 +75,10 @@ def verdicts(part: dict[str, Any]) -> list[dict[str, Any]]:
     text = "CPU per rendered page <= Crawlee's in the same run"
     out.append({"target": text, "value": value, "bound": bound, "met": met})
     flat = flatness((part.get("long") or {}).get("samples") or [], "rss_mb")
-    text = f"browser RSS within {RSS_TOLERANCE:.0%} of its level after {RSS_AFTER} renders"
+    text = (
+        f"browser RSS within {RSS_TOLERANCE:.0%} of its level after {RSS_AFTER} renders "
+        f"(medians of {WINDOW} renders)"
+    )
     level = None if flat is None else flat["level"]
     out.append(
         {
@@ -60,16 +88,6 @@ def verdicts(part: dict[str, Any]) -> list[dict[str, Any]]:
             "met": None if flat is None else flat["met"],
         }
     )
-    return out
-
-
-def checkpoints(samples: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
-    """The first memory sample at each multiple of ``every`` renders (and at ``RSS_AFTER``)."""
-    out, marks = [], sorted({RSS_AFTER, *range(every, 10**7, every)})
-    for s in samples:
-        if marks and (s.get("renders") or 0) >= marks[0]:
-            out.append(s)
-            marks = [m for m in marks if m > s["renders"]]
     return out
 
 
@@ -139,25 +157,29 @@ def long_section(long: dict[str, Any] | None) -> list[str]:
         f"{long['wall_ms']:,.0f} wall ms per render (render time p50 "
         f"{cell(long.get('render_ms_p50'))} ms, p95 {cell(long.get('render_ms_p95'))} ms). "
         f"The renderer replaces its browser every {rec['after']} renders (and above "
-        f"{rec['max_rss_mb']:,} MiB summed RSS), {rec['concurrency']} pages at once. The "
+        f"{rec['max_rss_mb']:,} MiB summed RSS), {rec['concurrency']} pages at once; "
+        f"browsers seen: {cell(long.get('launches'))}. The "
         "browser's processes sampled every 2 s: summed RSS and PSS (shared pages counted once), "
         "the renders done read from the access log.",
         "",
     ]
     samples = long["samples"]
     rows = [
-        [cell(s["renders"]), cell(s["t"]), str(s["procs"]), cell(s["rss_mb"], 0),
-         cell(s["pss_mb"], 0)]
-        for s in checkpoints(samples, rec["after"] // 2 or 100)
+        [f"{w['renders']:,}-{w['renders'] + WINDOW - 1:,}", str(w["samples"]),
+         cell(float(w["procs"]), 0), cell(w["rss_mb"], 0), cell(w["max_rss_mb"], 0),
+         cell(w["pss_mb"], 0), cell(w["max_pss_mb"], 0)]
+        for w in windows(samples)
     ]  # fmt: skip
-    lines += [*table(["renders", "s", "processes", "RSS MiB", "PSS MiB"], rows), ""]
+    header = ["renders", "samples", "processes", "RSS MiB median", "RSS max", "PSS median"]
+    lines += [*table([*header, "PSS max"], rows), ""]
     for key in ("rss_mb", "pss_mb"):
         f = flatness(samples, key)
         if f:
             lines.append(
-                f"- {key[:3].upper()}: level {f['level']} MiB after {RSS_AFTER} renders; "
-                f"after it, {f['min']} to {f['max']} MiB ({f['min_ratio']:.2f}x to "
-                f"{f['max_ratio']:.2f}x the level) up to {f['renders']:,} renders."
+                f"- {key[:3].upper()}: level {f['level']} MiB (the median of renders "
+                f"{RSS_AFTER}-{RSS_AFTER + WINDOW - 1}); the later windows' medians "
+                f"{f['min']} to {f['max']} MiB ({f['min_ratio']:.2f}x to {f['max_ratio']:.2f}x "
+                f"the level), the largest sample {f['peak']} MiB, up to {f['renders']:,} renders."
             )
     return [*lines, ""]
 

@@ -84,18 +84,19 @@ class TreeSampler:
         if self.memory_every and seconds - self._memory_at >= self.memory_every:
             self._memory_at = seconds
             rss = pss = 0
-            browsers = 0
-            for p in tree:
+            browsers = [p for p in tree if kind(p) == "chromium"]
+            pids = {p.pid for p in browsers}
+            main = None  # the browser process: a Chromium whose parent is none
+            for p in browsers:
                 try:
-                    if kind(p) != "chromium":
-                        continue
                     info = p.memory_full_info()
-                    rss, pss, browsers = rss + info.rss, pss + info.pss, browsers + 1
+                    rss, pss = rss + info.rss, pss + info.pss
+                    main = p.pid if p.ppid() not in pids else main
                 except psutil.Error:
                     pass
             done = self.count() if self.count else None
             mib = 2**20
-            row = {"t": round(seconds, 1), "renders": done, "procs": browsers}
+            row = {"t": round(seconds, 1), "renders": done, "procs": len(browsers), "main": main}
             row |= {"rss_mb": round(rss / mib, 1), "pss_mb": round(pss / mib, 1)}
             self.memory.append(row)
             if self.log is not None:
@@ -257,7 +258,8 @@ def long_run(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     if len(times) >= 20:
         q = statistics.quantiles(times, n=20)
         row |= {"render_ms_p50": round(statistics.median(times)), "render_ms_p95": round(q[18])}
-    return {**row, "recycle": recycle_settings(), "samples": sampler.memory}
+    launches = len({s["main"] for s in sampler.memory if s.get("main")})
+    return {**row, "recycle": recycle_settings(), "launches": launches, "samples": sampler.memory}
 
 
 def recycle_settings() -> dict[str, Any]:
