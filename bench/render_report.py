@@ -127,7 +127,17 @@ def section(part: dict[str, Any]) -> list[str]:
         header = ["crawler", "runs", "rendered", "wall s", "wall ms/render", "CPU s"]
         header += ["CPU ms/render", "crawler / driver / Chromium ms", "peak RSS MB"]
         header.append("CPU x Crawlee")
-        lines += [*table(header, rows), "", "Every run:", ""]
+        lines += [*table(header, rows), ""]
+        for name, label in CRAWLERS.items():
+            m = cmp["median"].get(name) or {}
+            types = sorted(
+                ((k[9:-7], v) for k, v in m.items() if k.startswith("chromium.") and v),
+                key=lambda kv: -kv[1],
+            )
+            if types:
+                shown = ", ".join(f"{t} {v:,.0f}" for t, v in types)
+                lines.append(f"- {label}: Chromium's CPU ms per render by process type: {shown}.")
+        lines += ["", "Every run:", ""]
         runs = [
             [r["crawler"], str(r["round"]), r["status"], cell(r.get("renders")),
              cell(r.get("wall_s")), cell(r.get("cpu_ms")), cell(r.get("peak_rss_mb"))]

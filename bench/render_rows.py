@@ -67,6 +67,7 @@ class TreeSampler:
     cpu_every: float = 0.2
     cpu: dict[int, tuple[str, float]] = field(default_factory=dict)
     memory: list[dict[str, float]] = field(default_factory=list)
+    _kinds: dict[int, str] = field(default_factory=dict)
     _cpu_at: float = -1.0
     _memory_at: float = -1.0
 
@@ -78,7 +79,7 @@ class TreeSampler:
             for p in tree:
                 try:
                     t = p.cpu_times()
-                    self.cpu[p.pid] = (kind(p), t.user + t.system)
+                    self.cpu[p.pid] = (self._kind(p), t.user + t.system)
                 except psutil.Error:
                     pass
         if self.memory_every and seconds - self._memory_at >= self.memory_every:
@@ -103,10 +104,24 @@ class TreeSampler:
                 with self.log.open("a") as f:
                     f.write(json.dumps(row) + "\n")
 
+    def _kind(self, proc: Any) -> str:
+        """``kind``, and for Chromium its process type: ``chromium.renderer``, ``.gpu-process``,
+        ``.utility``, ``.zygote``, ``.browser`` (cached per process)."""
+        if proc.pid not in self._kinds:
+            k = kind(proc)
+            if k == "chromium":
+                types = [a[7:] for a in proc.cmdline() if a.startswith("--type=")]
+                k = f"chromium.{types[0] if types else 'browser'}"
+            self._kinds[proc.pid] = k
+        return self._kinds[proc.pid]
+
     def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds by ``kind``, and by Chromium's process types (``chromium.TYPE``)."""
         out: dict[str, float] = {}
         for k, s in self.cpu.values():
             out[k] = out.get(k, 0.0) + s
+            if k.startswith("chromium."):
+                out["chromium"] = out.get("chromium", 0.0) + s
         return out
 
 

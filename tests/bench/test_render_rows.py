@@ -63,7 +63,8 @@ def _part(cpu: float, crawlee_cpu: float, rss: list[float]) -> dict:
     def median(name: str, cpu_ms: float) -> dict:
         row = {"status": "ok", "runs": 3, "renders": 80, "wall_s": 60.0, "cpu_s": cpu_ms * 0.08}
         row |= {"cpu_ms": cpu_ms, "wall_ms": 750.0, "peak_rss_mb": 1500}
-        return row | {"crawler_cpu_ms": 100.0, "driver_cpu_ms": 20.0, "chromium_cpu_ms": 300.0}
+        row |= {"crawler_cpu_ms": 100.0, "driver_cpu_ms": 20.0, "chromium_cpu_ms": 300.0}
+        return row | {"chromium.renderer_cpu_ms": 100.0, "chromium.gpu-process_cpu_ms": 200.0}
 
     runs = [
         {"crawler": n, "round": 1, "status": "ok", "renders": 80, "wall_s": 60.0, "cpu_ms": c}
@@ -107,6 +108,8 @@ def test_the_section_shows_both_crawlers_the_long_run_and_the_verdicts() -> None
         "| streamcrawl crawl --render always (embedded) | 3 | 80 / 80 | 60.0 | 750 | 32.0 | 400 "
         "| 100 / 20 / 300 | 1,500 | 0.80x |"
     ) in lines
+    by_type = "Chromium's CPU ms per render by process type: gpu-process 200, renderer 100."
+    assert f"- Crawlee for Python (PlaywrightCrawler): {by_type}" in lines
     at = lines.index("| 100-199 | 2 | 7 | 1,050 | 1,100 | 525 | 550 |")  # the level
     assert lines[at + 1] == "| 200-299 | 1 | 7 | 1,300 | 1,300 | 650 | 650 |"
     assert "| CPU per rendered page <= Crawlee's in the same run | 400 | 500 | met |" in lines
@@ -134,11 +137,25 @@ def test_the_section_replaces_its_own_and_keeps_the_others(tmp_path: Path) -> No
 
 def test_processes_are_told_apart_by_name() -> None:
     class Proc:
-        def __init__(self, name: str) -> None:
-            self._name = name
+        def __init__(self, pid: int, name: str, *args: str) -> None:
+            self.pid, self._name, self._args = pid, name, [name, *args]
 
         def name(self) -> str:
             return self._name
 
-    kinds = [render_rows.kind(Proc(n)) for n in ("chromium", "node-MainThread", "python3")]
+        def cmdline(self) -> list[str]:
+            return self._args
+
+    kinds = [render_rows.kind(Proc(1, n)) for n in ("chromium", "node-MainThread", "python3")]
     assert kinds == ["chromium", "driver", "crawler"]
+    sampler = render_rows.TreeSampler()
+    procs = [Proc(1, "chromium", "--headless"), Proc(2, "chromium", "--type=renderer")]
+    assert [sampler._kind(p) for p in procs] == ["chromium.browser", "chromium.renderer"]
+    sampler.cpu = {1: ("chromium.browser", 1.0), 2: ("chromium.renderer", 2.0), 3: ("driver", 0.5)}
+    by_kind = sampler.cpu_by_kind()
+    assert by_kind == {
+        "chromium.browser": 1.0,
+        "chromium.renderer": 2.0,
+        "chromium": 3.0,
+        "driver": 0.5,
+    }
