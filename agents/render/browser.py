@@ -80,7 +80,7 @@ class Renderer:
         self._playwright: Any = None
         self._browser: Any = None
         self._closed_port: socket.socket | None = None
-        self._contexts: dict[str, tuple[Any, int]] = {}
+        self._contexts: dict[str, _Shared] = {}
         self._slots = asyncio.Semaphore(self.settings.concurrency)
         self._idle = asyncio.Condition()
         self._in_flight = 0
@@ -187,25 +187,40 @@ class Renderer:
 
     @contextlib.asynccontextmanager
     async def _context(self, origin: str) -> AsyncIterator[Any]:
-        """The origin's context, shared by its renders in flight; closed after the last."""
-        context, users = self._contexts.get(origin, (None, 0))
-        if context is None:
-            try:
-                context = await self._browser.new_context(service_workers="block")
-                # A page's own routes come first; this one refuses what no page routes (a
-                # popup a script opened), before the browser tries its closed proxy.
-                await context.route("**/*", _refuse)
-            except Exception as exc:
-                raise _crash(exc) from exc
-        self._contexts[origin] = (context, users + 1)
+        """The origin's context, shared by its renders in flight; closed after the last. Two
+        renders of one origin that start together share one context: the first one's creation
+        is in the table before it is awaited (each awaiting its own once made two, and the
+        first to finish closed the other's under it)."""
+        shared = self._contexts.get(origin)
+        if shared is None:
+            shared = self._contexts[origin] = _Shared(asyncio.ensure_future(self._new_context()))
+        shared.users += 1
         try:
-            yield context
+            yield await asyncio.shield(shared.context)
         finally:
-            context, users = self._contexts.pop(origin, (context, 1))
-            if users > 1:
-                self._contexts[origin] = (context, users - 1)
-            else:
-                await self._close(context.close())
+            shared.users -= 1
+            if shared.users == 0:
+                if self._contexts.get(origin) is shared:
+                    del self._contexts[origin]
+                await self._close_shared(shared)
+
+    async def _new_context(self) -> Any:
+        try:
+            context = await self._browser.new_context(service_workers="block")
+            # A page's own routes come first; this one refuses what no page routes (a popup a
+            # script opened), before the browser tries its closed proxy.
+            await context.route("**/*", _refuse)
+        except Exception as exc:
+            raise _crash(exc) from exc
+        return context
+
+    async def _close_shared(self, shared: _Shared) -> None:
+        """Close a shared context its last render left (none if its creation failed)."""
+        if not shared.context.done():
+            await asyncio.wait([shared.context])
+        if shared.context.cancelled() or shared.context.exception() is not None:
+            return
+        await self._close(shared.context.result().close())
 
     async def _load(self, context: Any, routes: PageRoutes) -> str:
         """Open a page, load the document, let it settle, read the DOM; the page is closed
@@ -288,6 +303,15 @@ async def _refuse(route: Any) -> None:
 
     with contextlib.suppress(PlaywrightError):
         await route.abort("blockedbyclient")
+
+
+@dataclass
+class _Shared:
+    """One origin's context (its creation, awaited by every render that shares it) and the
+    renders in flight that use it."""
+
+    context: asyncio.Future[Any]
+    users: int = 0
 
 
 def _crash(exc: BaseException) -> RenderError:
