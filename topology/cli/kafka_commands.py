@@ -339,6 +339,19 @@ def cmd_recrawl(args: argparse.Namespace) -> int:
 # --- worker and seed (appended below) --------------------------------------------------------
 
 
+def _network(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a worker's requests take from its flags: the networks the SSRF guard
+    allows, the proxy and its credential, the credentials' directory; and the log level."""
+    return {
+        "allow_networks": ",".join(getattr(args, "allow_network", [])) or None,
+        "log_level": getattr(args, "log_level", None),
+        "proxy": getattr(args, "proxy", None),
+        "no_proxy_for": ",".join(getattr(args, "no_proxy_for", [])) or None,
+        "proxy_credential": getattr(args, "proxy_credential", None),
+        "credentials_dir": getattr(args, "credentials_dir", None),
+    }
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     """``worker``: run a Faust worker until SIGTERM/SIGINT (then: stop dispatching, give
     in-flight requests a bounded grace, flush, commit, exit 0)."""
@@ -349,12 +362,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         state_dir=getattr(args, "state_dir", None),
         web_port=getattr(args, "web_port", None),
         concurrency=getattr(args, "concurrency", None),
-        allow_networks=",".join(getattr(args, "allow_network", [])) or None,
-        log_level=getattr(args, "log_level", None),
-        proxy=getattr(args, "proxy", None),
-        no_proxy_for=",".join(getattr(args, "no_proxy_for", [])) or None,
-        proxy_credential=getattr(args, "proxy_credential", None),
-        credentials_dir=getattr(args, "credentials_dir", None),
+        **_network(args),
     )
     run.run(settings)
     return 0  # not reached: the worker exits the process itself
@@ -370,12 +378,7 @@ def cmd_render_worker(args: argparse.Namespace) -> int:
         args,
         render_concurrency=getattr(args, "concurrency", None),
         render_web_port=getattr(args, "web_port", None),
-        allow_networks=",".join(getattr(args, "allow_network", [])) or None,
-        log_level=getattr(args, "log_level", None),
-        proxy=getattr(args, "proxy", None),
-        no_proxy_for=",".join(getattr(args, "no_proxy_for", [])) or None,
-        proxy_credential=getattr(args, "proxy_credential", None),
-        credentials_dir=getattr(args, "credentials_dir", None),
+        **_network(args),
     )
     check_render()
     render.run(settings)
