@@ -268,3 +268,38 @@ async def test_an_unrouted_request_fails_in_the_browser_as_launched() -> None:
             await browser.close()
             held.close()
     assert counter.connections == 0
+
+
+async def test_a_thousand_frames_are_held_to_the_subrequest_bound(renderer: Renderer) -> None:
+    """A script that opens 1,000 same-origin frames: at most ``max_subrequests`` reach the
+    server, the others it asks are refused (``too_many``, counted), the render ends
+    (rendered, or by its timeout: a clear error class) and the next render works."""
+    async with RecordingServer({"/f": html("<p>frame</p>"), "/data.json": LINKS}) as srv:
+        body = (
+            "<p id=done>page</p><script>for (let i = 0; i < 1000; i++) {"
+            "const f = document.createElement('iframe'); f.src = '/f?' + i;"
+            " document.body.appendChild(f); }</script>"
+        )
+        try:
+            await render(renderer, srv.url("/"), srv.origin, body)
+        except RenderError as exc:
+            assert exc.error_class == ErrorClass.RENDER_TIMEOUT
+        served = len(srv.paths())
+        rendered = await render(renderer, srv.url("/"), srv.origin, APP)
+    assert served <= FAST.max_subrequests
+    assert renderer.refused["too_many"] > 0  # those the page asked before it ended
+    assert '<a href="/a">' in rendered.html
+
+
+async def test_a_script_that_allocates_without_bound_ends_and_the_renderer_goes_on(
+    renderer: Renderer,
+) -> None:
+    """Memory a script takes without bound: the render ends (its tab runs out of heap, or the
+    time runs out) with a render error class, and the next render works."""
+    async with RecordingServer({"/data.json": LINKS}) as srv:
+        hog = "<script>const a = []; while (true) { a.push(new Array(1e6).fill(1)); }</script>"
+        with pytest.raises(RenderError) as caught:
+            await render(renderer, srv.url("/"), srv.origin, hog)
+        assert caught.value.error_class in (ErrorClass.RENDER_TIMEOUT, ErrorClass.RENDER_CRASH)
+        rendered = await render(renderer, srv.url("/"), srv.origin, APP)
+    assert '<a href="/a">' in rendered.html
