@@ -6,10 +6,13 @@ port that this process holds bound and never listens on, no bypass for loopback,
 resolver that resolves nothing: a request the route handler (``page.py``) does not answer can
 only fail. Service workers are blocked, so no request escapes the page's routes.
 
-Lifecycle: one browser per process; one context per origin, shared by the renders of that origin
-in flight and closed when the last ends; every page closed in a ``finally`` before its context;
-the browser replaced after ``recycle_after`` renders or when its processes' RSS passes
-``max_rss``, and after a crash; a page or browser that does not close in time is killed.
+Lifecycle: one browser per process; one context per origin batch: shared by the renders of that
+origin in flight and kept ``keep_context`` seconds after the last, with its pages, so that the
+origin's next render navigates a page already open (Chromium then reuses the page's renderer
+process instead of starting one per render: docs/rendering.md, "What a render costs"); a page is
+reset to ``about:blank`` between renders and closed after a failed one; pages are closed before
+their context; the browser replaced after ``recycle_after`` renders or when its processes' RSS
+passes ``max_rss``, and after a crash; a page or browser that does not close in time is killed.
 
 ``playwright`` and ``psutil`` (the ``render`` extra) are imported only when a browser starts:
 a crawl without ``--render`` never loads them.
@@ -53,7 +56,10 @@ class RenderSettings:
     seconds more for the network to go idle (then the DOM is taken as it is) and for the DOM to
     be read; ``recycle_after``: renders before the browser is replaced; ``max_rss``: bytes of
     the browser's processes above which it is replaced; ``concurrency``: pages at once;
-    ``media``: load images, fonts and media; ``max_subrequests``: per page, then refused."""
+    ``media``: load images, fonts and media; ``max_subrequests``: per page, then refused;
+    ``keep_context``: seconds an origin's context and its open pages stay after its last render
+    (0: closed at once); ``max_kept``: origins whose contexts are kept so, the least recently
+    used closed first."""
 
     chromium: str = field(default_factory=default_chromium)
     navigation_timeout: float = 15.0
@@ -63,6 +69,8 @@ class RenderSettings:
     concurrency: int = 2
     media: bool = False
     max_subrequests: int = 100
+    keep_context: float = 10.0
+    max_kept: int = 8
 
 
 class Renderer:
@@ -75,12 +83,14 @@ class Renderer:
         self.settings = settings if settings is not None else RenderSettings()
         self.renders = 0  # by the current browser
         self.launches = 0
+        self.pages_opened = 0  # by every browser: renders less pages reused
         self.refused: collections.Counter[str] = collections.Counter()  # subrequests, by why
         self._mark = uuid.uuid4().hex
         self._playwright: Any = None
         self._browser: Any = None
         self._closed_port: socket.socket | None = None
-        self._contexts: dict[str, _Shared] = {}
+        self._contexts: dict[str, _Shared] = {}  # by origin, the least recently used first
+        self._expiring: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(self.settings.concurrency)
         self._idle = asyncio.Condition()
         self._in_flight = 0
@@ -95,8 +105,8 @@ class Renderer:
             )
             started = time.perf_counter()
             try:
-                async with self._context(origin) as context:
-                    html = await self._load(context, routes)
+                async with self._context(origin) as shared:
+                    html = await self._load(shared, routes)
             finally:  # a failed render's refusals count too
                 self.refused.update(s.refused for s in routes.subrequests if s.refused)
             elapsed = (time.perf_counter() - started) * 1000.0
@@ -175,6 +185,8 @@ class Renderer:
     async def _stop_browser(self) -> None:
         """Close the browser (killed if it does not close in time); contexts go with it."""
         browser, self._browser = self._browser, None
+        for shared in self._contexts.values():
+            shared.cancel_expiry()
         self._contexts.clear()
         if browser is None:
             return
@@ -186,23 +198,51 @@ class Renderer:
             _kill(pids)
 
     @contextlib.asynccontextmanager
-    async def _context(self, origin: str) -> AsyncIterator[Any]:
-        """The origin's context, shared by its renders in flight; closed after the last. Two
-        renders of one origin that start together share one context: the first one's creation
-        is in the table before it is awaited (each awaiting its own once made two, and the
-        first to finish closed the other's under it)."""
-        shared = self._contexts.get(origin)
+    async def _context(self, origin: str) -> AsyncIterator[_Shared]:
+        """The origin's context, shared by its renders in flight and kept after the last
+        (``_release``). Two renders of one origin that start together share one context: the
+        first one's creation is in the table before it is awaited (each awaiting its own once
+        made two, and the first to finish closed the other's under it)."""
+        shared = self._contexts.pop(origin, None)
         if shared is None:
-            shared = self._contexts[origin] = _Shared(asyncio.ensure_future(self._new_context()))
+            shared = _Shared(asyncio.ensure_future(self._new_context()))
+        self._contexts[origin] = shared  # the most recently used last
         shared.users += 1
+        shared.cancel_expiry()
         try:
-            yield await asyncio.shield(shared.context)
+            await asyncio.shield(shared.context)
+            yield shared
         finally:
             shared.users -= 1
             if shared.users == 0:
-                if self._contexts.get(origin) is shared:
-                    del self._contexts[origin]
-                await self._close_shared(shared)
+                await self._release(origin, shared)
+
+    async def _release(self, origin: str, shared: _Shared) -> None:
+        """A context its last render in flight left: kept ``keep_context`` seconds for the
+        origin's next batch (the least recently used beyond ``max_kept`` closed), or closed."""
+        keep = self.settings.keep_context
+        if keep > 0 and self._contexts.get(origin) is shared and shared.usable():
+            loop = asyncio.get_running_loop()
+            shared.expiry = loop.call_later(keep, self._expire, origin, shared)
+            idle = [(o, s) for o, s in self._contexts.items() if s.users == 0]
+            for old_origin, old in idle[: max(0, len(idle) - self.settings.max_kept)]:
+                await self._drop(old_origin, old)
+            return
+        if self._contexts.get(origin) is shared:
+            del self._contexts[origin]
+        await self._close_shared(shared)
+
+    def _expire(self, origin: str, shared: _Shared) -> None:
+        task = asyncio.ensure_future(self._drop(origin, shared))
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
+
+    async def _drop(self, origin: str, shared: _Shared) -> None:
+        """Close a kept context unless a render took it up again or it is gone already."""
+        shared.cancel_expiry()
+        if shared.users == 0 and self._contexts.get(origin) is shared:
+            del self._contexts[origin]
+            await self._close_shared(shared)
 
     async def _new_context(self) -> Any:
         try:
@@ -215,25 +255,60 @@ class Renderer:
         return context
 
     async def _close_shared(self, shared: _Shared) -> None:
-        """Close a shared context its last render left (none if its creation failed)."""
+        """Close a context its last render left, its kept pages first (none if its creation
+        failed)."""
         if not shared.context.done():
             await asyncio.wait([shared.context])
-        if shared.context.cancelled() or shared.context.exception() is not None:
+        if not shared.usable():
             return
+        tabs, shared.tabs = shared.tabs, []
+        for tab in tabs:
+            await self._close(tab.page.close(run_before_unload=False))
         await self._close(shared.context.result().close())
 
-    async def _load(self, context: Any, routes: PageRoutes) -> str:
-        """Open a page, load the document, let it settle, read the DOM; the page is closed
-        whatever happens."""
+    async def _load(self, shared: _Shared, routes: PageRoutes) -> str:
+        """Load the document in a page of the context (one kept open, else a new one), let it
+        settle, read the DOM; the page is reset to be kept, or closed whatever happens."""
+        tab = shared.tabs.pop() if shared.tabs else await self._new_tab(shared.context.result())
+        tab.routes = routes
+        try:
+            html = await self._settled_dom(tab.page, routes)
+        except BaseException:
+            tab.routes = None
+            await self._close(tab.page.close(run_before_unload=False))
+            raise
+        tab.routes = None
+        if await self._reset(tab):
+            shared.tabs.append(tab)
+        else:
+            await self._close(tab.page.close(run_before_unload=False))
+        return html
+
+    async def _new_tab(self, context: Any) -> _Tab:
         try:
             page = await context.new_page()
         except Exception as exc:
             raise _crash(exc) from exc
+        self.pages_opened += 1
+        tab = _Tab(page)
         try:
-            await page.route("**/*", routes.handle)
-            return await self._settled_dom(page, routes)
-        finally:
+            await page.route("**/*", tab.handle)
+        except Exception as exc:
             await self._close(page.close(run_before_unload=False))
+            raise _crash(exc) from exc
+        return tab
+
+    async def _reset(self, tab: _Tab) -> bool:
+        """Unload the page's document (its scripts stop) to keep the page for the origin's
+        next render; False: close it instead."""
+        if self.settings.keep_context <= 0 or self._browser is None:
+            return False
+        try:
+            await asyncio.wait_for(tab.page.goto("about:blank"), _CLOSE_TIMEOUT)
+        except Exception as exc:
+            log.info("page not reset (%r): closed", exc)
+            return False
+        return True
 
     async def _settled_dom(self, page: Any, routes: PageRoutes) -> str:
         from playwright.async_api import Error as PlaywrightError
@@ -307,11 +382,38 @@ async def _refuse(route: Any) -> None:
 
 @dataclass
 class _Shared:
-    """One origin's context (its creation, awaited by every render that shares it) and the
-    renders in flight that use it."""
+    """One origin's context (its creation, awaited by every render that shares it), the
+    renders in flight that use it, its pages kept open between renders, and when it is closed
+    if no render takes it up."""
 
     context: asyncio.Future[Any]
     users: int = 0
+    tabs: list[_Tab] = field(default_factory=list)
+    expiry: asyncio.TimerHandle | None = None
+
+    def usable(self) -> bool:
+        """Whether the context was made (its creation neither failed nor was cancelled)."""
+        c = self.context
+        return c.done() and not c.cancelled() and c.exception() is None
+
+    def cancel_expiry(self) -> None:
+        if self.expiry is not None:
+            self.expiry.cancel()
+            self.expiry = None
+
+
+@dataclass
+class _Tab:
+    """A page and the render it serves: a kept page's requests between renders are refused."""
+
+    page: Any
+    routes: PageRoutes | None = None
+
+    async def handle(self, route: Any) -> None:
+        if self.routes is None:
+            await _refuse(route)
+        else:
+            await self.routes.handle(route)
 
 
 def _crash(exc: BaseException) -> RenderError:

@@ -202,6 +202,33 @@ async def test_the_browser_is_recycled_after_n_renders() -> None:
     assert r.browser_pids() == []
 
 
+TICKING = """<title>ticking</title><div id=root></div>
+<script>
+fetch('/data.json').then(r => r.json()).then(urls => {
+  root.innerHTML = urls.map(u => `<a href="${u}">${u}</a>`).join('');
+});
+setInterval(() => fetch('/tick'), 50);
+</script>"""
+
+
+async def test_an_origins_next_render_reuses_its_page_and_none_of_its_scripts(
+    renderer: Renderer,
+) -> None:
+    # The page is kept open for the origin's next render (its renderer process with it), but
+    # reset first: the first page's timer asks nothing once its render ended, and the second
+    # render's DOM and subrequests are its own.
+    async with RecordingServer({"/data.json": LINKS, "/tick": text("")}) as srv:
+        first = await render(renderer, srv.url("/one"), srv.origin, TICKING)
+        ticks = len(srv.requests("/tick"))
+        await asyncio.sleep(0.5)
+        assert len(srv.requests("/tick")) == ticks
+        second = await render(renderer, srv.url("/two"), srv.origin, APP)
+    assert renderer.pages_opened == 1
+    assert '<a href="/a">/a</a>' in first.html and '<a href="/a">/a</a>' in second.html
+    assert "ticking" not in second.html
+    assert [s.url.rsplit("/", 1)[1] for s in second.subrequests] == ["data.json"]
+
+
 class Counter:
     """A TCP server on 127.0.0.1 that counts the connections it accepts."""
 
