@@ -167,7 +167,7 @@ def long_section(long: dict[str, Any] | None) -> list[str]:
         f"{long['wall_ms']:,.0f} wall ms per render (render time p50 "
         f"{cell(long.get('render_ms_p50'))} ms, p95 {cell(long.get('render_ms_p95'))} ms). "
         f"The renderer replaces its browser every {rec['after']} renders (and above "
-        f"{rec['max_rss_mb']:,} MiB summed RSS), {rec['concurrency']} pages at once; "
+        f"{rec['max_pss_mb']:,} MiB of its processes' PSS), {rec['concurrency']} pages at once; "
         f"browsers seen: {cell(long.get('launches'))}. The "
         "browser's processes sampled every 2 s: summed RSS and PSS (shared pages counted once), "
         "the renders done read from the access log.",

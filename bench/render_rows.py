@@ -286,11 +286,11 @@ def recycle_settings() -> dict[str, Any]:
     python = Path(streamcrawl_binary()).with_name("python")
     code = (
         "from streamcrawl.agents.render.browser import RenderSettings as S; s = S(); "
-        "print(s.recycle_after, s.max_rss, s.concurrency)"
+        "print(s.recycle_after, s.max_pss, s.concurrency)"
     )
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
-    after, max_rss, concurrency = (int(v) for v in out.stdout.split())
-    return {"after": after, "max_rss_mb": max_rss // 2**20, "concurrency": concurrency}
+    after, max_pss, concurrency = (int(v) for v in out.stdout.split())
+    return {"after": after, "max_pss_mb": max_pss // 2**20, "concurrency": concurrency}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,8 +11,8 @@ origin in flight and kept ``keep_context`` seconds after the last, with its page
 origin's next render navigates a page already open (Chromium then reuses the page's renderer
 process instead of starting one per render: docs/rendering.md, "What a render costs"); a page is
 reset to ``about:blank`` between renders and closed after a failed one; pages are closed before
-their context; the browser replaced after ``recycle_after`` renders or when its processes' RSS
-passes ``max_rss``, and after a crash; a page or browser that does not close in time is killed.
+their context; the browser replaced after ``recycle_after`` renders or when its processes' memory
+passes ``max_pss``, and after a crash; a page or browser that does not close in time is killed.
 
 ``playwright`` and ``psutil`` (the ``render`` extra) are imported only when a browser starts:
 a crawl without ``--render`` never loads them.
@@ -41,6 +41,9 @@ ENV_CHROMIUM: Final = "STREAMCRAWL_CHROMIUM"
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
 _CLOSE_TIMEOUT: Final = 5.0  # seconds for a page, context or browser to close before a kill
 _MARK: Final = "--streamcrawl-renderer="  # a switch Chromium ignores: finds our processes
+# Seconds between two reads of the browser's memory (a read walks each process's smaps: a few
+# milliseconds a process, too dear for every render).
+MEMORY_CHECK_S: Final = 5.0
 
 
 def default_chromium() -> str:
@@ -54,8 +57,10 @@ class RenderSettings:
 
     ``navigation_timeout``: seconds until the document's DOMContentLoaded; ``settle_timeout``:
     seconds more for the network to go idle (then the DOM is taken as it is) and for the DOM to
-    be read; ``recycle_after``: renders before the browser is replaced; ``max_rss``: bytes of
-    the browser's processes above which it is replaced; ``concurrency``: pages at once;
+    be read; ``recycle_after``: renders before the browser is replaced; ``max_pss``: bytes of
+    the browser's processes (proportional set size: a page its processes share counted once,
+    where summed RSS counts it in each) above which it is replaced, read at most every
+    ``MEMORY_CHECK_S``; ``concurrency``: pages at once;
     ``media``: load images, fonts and media; ``max_subrequests``: per page, then refused;
     ``keep_context``: seconds an origin's context and its open pages stay after its last render
     (0: closed at once); ``max_kept``: origins whose contexts are kept so, the least recently
@@ -65,7 +70,7 @@ class RenderSettings:
     navigation_timeout: float = 15.0
     settle_timeout: float = 5.0
     recycle_after: int = 200
-    max_rss: int = 1 << 30
+    max_pss: int = 1 << 30
     concurrency: int = 2
     media: bool = False
     max_subrequests: int = 100
@@ -94,6 +99,7 @@ class Renderer:
         self._slots = asyncio.Semaphore(self.settings.concurrency)
         self._idle = asyncio.Condition()
         self._in_flight = 0
+        self._memory, self._memory_checked = 0, 0.0  # pss(), and when it was read
 
     async def render(self, origin: str, url: str, document: Served, serve: Serve) -> Rendered:
         """Render ``document`` (the response the crawl fetched for ``url``), every subrequest
@@ -127,6 +133,10 @@ class Renderer:
         """Resident bytes of the browser's processes (0: none running)."""
         return sum(_rss(p) for p in self._processes())
 
+    def pss(self) -> int:
+        """Proportional set size of the browser's processes, in bytes (0: none running)."""
+        return sum(_pss(p) for p in self._processes())
+
     def browser_pids(self) -> list[int]:
         """The process ids of the current browser (its main process first)."""
         return [p.pid for p in self._processes()]
@@ -156,7 +166,10 @@ class Renderer:
             return False
         if not self._browser.is_connected() or self.renders >= self.settings.recycle_after:
             return True
-        return self.rss() > self.settings.max_rss
+        now = time.monotonic()
+        if now - self._memory_checked >= MEMORY_CHECK_S:
+            self._memory_checked, self._memory = now, self.pss()
+        return self._memory > self.settings.max_pss
 
     async def _launch(self) -> None:
         if self._playwright is None:
@@ -179,6 +192,7 @@ class Renderer:
                 error_class=ErrorClass.RENDER_CRASH,
             ) from exc
         self.renders = 0
+        self._memory, self._memory_checked = 0, time.monotonic()
         self.launches += 1
         log.info("browser started (%s)", self._browser.version)
 
@@ -477,6 +491,15 @@ def _rss(proc: Any) -> int:
         return int(proc.memory_info().rss)
     except psutil.Error:
         return 0
+
+
+def _pss(proc: Any) -> int:
+    import psutil
+
+    try:
+        return int(proc.memory_full_info().pss)
+    except (psutil.Error, AttributeError):  # no PSS on this system: its RSS
+        return _rss(proc)
 
 
 def _kill(pids: list[int]) -> None:

@@ -80,7 +80,7 @@ def _part(cpu: float, crawlee_cpu: float, rss: list[float]) -> dict:
         for i, mb in enumerate(rss)
     ]
     long = {"pages": 2000, "renders": 2000, "wall_s": 2000.0, "wall_ms": 1000.0}
-    long |= {"recycle": {"after": 200, "max_rss_mb": 1024, "concurrency": 2}, "samples": samples}
+    long |= {"recycle": {"after": 200, "max_pss_mb": 1024, "concurrency": 2}, "samples": samples}
     return {"command": "python -m bench.render_rows", "compare": compare, "long": long}
 
 
