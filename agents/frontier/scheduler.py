@@ -22,7 +22,7 @@ from typing import Literal
 
 from streamcrawl.agents.frontier import revisits
 from streamcrawl.agents.frontier.frontier import robots_unusable
-from streamcrawl.agents.frontier.records import queued_entries
+from streamcrawl.agents.frontier.records import load_origin, queued_entries
 from streamcrawl.agents.frontier.store import Changes, Store
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.robots.rules import RobotsRules
@@ -31,6 +31,7 @@ from streamcrawl.schemas.records import Cookie, OriginState, QueueEntry, RenderT
 ROBOTS_SEQ = -1
 DUE_SEQ = -2  # a ``due`` dispatch: no request, the frontier queues the origin's due revisits
 PAUSED_POLL = 1.0  # seconds between looks at an origin whose crawl is paused or unknown
+LEND_POLL = 0.05  # seconds between looks at a lent slot's origin, and its claimant's
 TURN = 8  # dispatches an origin makes before it yields its place to one waiting in the store
 DispatchKind = Literal["robots", "page", "deny", "cancel", "due"]
 
@@ -68,9 +69,21 @@ class Slot:
     settling: set[int] = field(default_factory=set)
     last_start: float = float("-inf")  # never started
     ready_at: float = 0.0
-    hold_until: float = 0.0  # held back by the wiring (its report could not be published)
+    # Held back by the wiring (its report could not be published) or by a loan's delay.
+    hold_until: float = 0.0
     turns: int = 0  # requests started since the origin came into memory
     last_end: float | None = None  # its last request ended (``Scheduler.ended``), not reported
+    claims: int = 0  # requests waiting for a loan of this slot (``Scheduler.claim``)
+    lent: bool = False  # lent once: kept in memory while its origin has no work (its hold)
+
+
+@dataclass(frozen=True, slots=True)
+class Loan:
+    """An origin's slot lent to a request this scheduler did not dispatch (a rendered page's
+    subrequest to another origin): in flight, under ``token``, until ``Scheduler.returned``."""
+
+    origin: str
+    token: int
 
 
 class Scheduler:
@@ -98,6 +111,7 @@ class Scheduler:
         self.blocked: set[str] = set()
         # max_fetches_per_hour: a token bucket per crawl, (tokens, when last filled).
         self._buckets: dict[str, tuple[float, float]] = {}
+        self._loans = itertools.count(DUE_SEQ - 1, -1)  # tokens no queue seq can be
 
     def __len__(self) -> int:
         return len(self._states)
@@ -122,7 +136,8 @@ class Scheduler:
         idle = slot is None or not (slot.in_flight or slot.settling)
         if state.head >= state.tail and not state.lanes and idle:
             self._states.pop(origin, None)
-            self.slots.pop(origin, None)
+            if slot is None or not _lent(slot):
+                self.slots.pop(origin, None)
             return True
         if origin not in self._states and self.full():
             self._spill()
@@ -269,6 +284,63 @@ class Scheduler:
             if origin in self._states:
                 self._push(origin, slot)
 
+    def claim(self, origin: str) -> None:
+        """A request not dispatched here waits for ``origin``'s slot (``lend``): until
+        ``unclaim``, the origin's own dispatches let it go first, so that a busy origin's
+        queue does not keep the slot from it."""
+        self.slots.setdefault(origin, Slot()).claims += 1
+
+    def unclaim(self, origin: str) -> None:
+        """The request of a ``claim`` got its loan, or stopped waiting."""
+        slot = self.slots.get(origin)
+        if slot is not None and slot.claims > 0:
+            slot.claims -= 1
+            if origin in self._states:
+                self._push(origin, slot)
+
+    def lend(
+        self, origin: str, now: float, delay: float, limit: int, not_before: float = 0.0
+    ) -> Loan | float:
+        """Lend ``origin``'s slot to a request this scheduler did not dispatch (a rendered
+        page's subrequest): a ``Loan`` if it may start at ``now``, else when to ask again.
+
+        The loan keeps the origin's politeness as a dispatch would: fewer than ``limit``
+        requests in flight, ``delay`` seconds since the last one started (a dispatch's or
+        another loan's), none before ``not_before`` (the origin's stored next fetch or
+        backoff) or a hold. It counts as in flight and started now: the origin's next dispatch
+        waits for ``returned``, then ``delay`` after the loan's request was on the wire."""
+        slot = self.slots.setdefault(origin, Slot())
+        if len(slot.in_flight) >= limit or ROBOTS_SEQ in slot.in_flight:
+            return now + LEND_POLL  # look again soon: a request in flight may end any time
+        ready = max(not_before, slot.last_start + delay, slot.hold_until)
+        if ready > now:
+            return ready
+        loan = Loan(origin, next(self._loans))
+        slot.in_flight.add(loan.token)
+        slot.lent = True
+        slot.last_start = now
+        slot.hold_until = max(slot.hold_until, now + delay)
+        if origin in self._states:
+            self._push(origin, slot)
+        return loan
+
+    def returned(self, loan: Loan, sent_at: float, delay: float) -> None:
+        """The request of ``loan`` ended; it was on the wire at ``sent_at``: nothing starts
+        for the origin before ``sent_at + delay`` (its robots.txt's delay, as the borrower
+        read it, may be longer than this scheduler knows yet)."""
+        slot = self.slots.get(loan.origin)
+        if slot is None or loan.token not in slot.in_flight:
+            return
+        slot.in_flight.discard(loan.token)
+        slot.last_start = max(slot.last_start, sent_at)
+        slot.hold_until = max(slot.hold_until, sent_at + delay)
+        if loan.origin in self._states:
+            self._push(loan.origin, slot)
+
+    def origin_state(self, origin: str) -> OriginState:
+        """``origin``'s state as the store holds it (a fresh ``OriginState`` if none)."""
+        return load_origin(self.store, origin)
+
     def done(self, origin: str, seq: int, state: OriginState | None) -> None:
         """A dispatch ended; ``state`` is the origin's state after its outcome was applied."""
         self.blocked.discard(origin)
@@ -371,6 +443,8 @@ class Scheduler:
         limit = rules.policy.per_origin_concurrency
         if len(slot.in_flight) >= limit:
             return None
+        if slot.claims:
+            return now + LEND_POLL  # a waiting loan goes first (``claim``): look again then
         wait = self._rate_wait(rules, now)
         if wait is not None:
             return wait
@@ -419,6 +493,12 @@ class Scheduler:
         if bucket is not None:
             self._buckets[rules.policy.crawl_id] = (bucket[0] - 1.0, bucket[1])
         return dispatch
+
+
+def _lent(slot: Slot) -> bool:
+    """Whether ``slot`` holds what a loan left (one in flight, one claimed, its hold): kept
+    while its origin has no work, so that the origin's next request still waits for it."""
+    return bool(slot.in_flight or slot.claims or slot.lent)
 
 
 def _robots_txt(rules: CrawlRules, state: OriginState) -> tuple[int | None, str | None] | None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from streamcrawl.agents.net.fetch import make_session
 from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.net.other_origins import OtherOrigins, SlotOwner
 from streamcrawl.agents.net.stages import SeenCheck, Stages
 from streamcrawl.agents.render.browser import Renderer, RenderSettings
 
@@ -46,13 +47,16 @@ class CrawlCore:
         allow: Iterable[str] = (),
         render: bool = False,
         render_wait: float | None = None,
+        owner: SlotOwner | None = None,
     ) -> Stages:
         """The stages of this process, over a new HTTP session (``Stages.close`` closes it).
         ``allow``: addresses the guard also allows (an embedded crawl's own seeds); ``render``:
         the stages render pages (the crawl's ``--render`` is not ``never``); ``render_wait``
         (without ``render``): pages to render are handed to a render worker that has this long
-        (the Kafka fetch worker: it never starts a browser). Call it inside a running event
-        loop."""
+        (the Kafka fetch worker: it never starts a browser); ``owner`` (with ``render``): the
+        owner of every origin's slot (the embedded crawl's scheduler), which lends a render's
+        subrequest another origin's slot (``agents/net/other_origins.py``; without it such a
+        subrequest is refused). Call it inside a running event loop."""
         allowed = tuple(allow)
         guard = self.network.guard.with_addresses(allowed) if allowed else self.network.guard
         session = make_session(
@@ -62,4 +66,8 @@ class CrawlCore:
             proxy=self.network.proxy,
         )
         renderer = self.renderer() if render else None
-        return Stages(session, seen, self.network, renderer, render_wait=render_wait)
+        others = None
+        if renderer is not None and owner is not None:
+            wait = renderer.settings.settle_timeout  # a subrequest's wait for another slot
+            others = OtherOrigins(owner, session, self.network, wait)
+        return Stages(session, seen, self.network, renderer, render_wait=render_wait, others=others)

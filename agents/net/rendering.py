@@ -27,6 +27,7 @@ from streamcrawl.agents.errors import RenderError
 from streamcrawl.agents.frontier.scheduler import Dispatch
 from streamcrawl.agents.net.capture import Recorder
 from streamcrawl.agents.net.fetch import FetchResult
+from streamcrawl.agents.net.other_origins import OtherOrigins
 from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.net.subrequests import Subrequests
 from streamcrawl.agents.policy import rendering
@@ -88,10 +89,12 @@ async def render_view(
     result: FetchResult,
     request: RequestContext,
     recorder: Recorder | None,
+    others: OtherOrigins | None = None,
 ) -> RenderView:
     """Render the page of ``result`` (``wants_render`` said so); never raises ``RenderError``:
-    a failed render is a view without ``html``."""
-    serve = Subrequests(session, d, request, recorder, last_sent=result.sent_at)
+    a failed render is a view without ``html``. ``others``: how subrequests to other origins
+    are made (None: they are refused, ``cross_origin``)."""
+    serve = Subrequests(session, d, request, recorder, last_sent=result.sent_at, others=others)
     document = Served(result.status, dict(result.headers), result.body)
     try:
         rendered = await renderer.render(d.origin, result.final_url, document, serve)

@@ -48,6 +48,7 @@ from streamcrawl.agents.net.capture import Recorder, page_capture
 from streamcrawl.agents.net.fetch import FetchResult, SentAt, conditional_headers, fetch
 from streamcrawl.agents.net.guard import AddressBlocked
 from streamcrawl.agents.net.network import Network
+from streamcrawl.agents.net.other_origins import OtherOrigins
 from streamcrawl.agents.net.rendering import RenderView, render_request, render_view, wants_render
 from streamcrawl.agents.net.reports import (
     fetched_outcome,
@@ -125,16 +126,19 @@ class Stages:
         network: Network | None = None,
         renderer: Renderer | None = None,
         render_wait: float | None = None,
+        others: OtherOrigins | None = None,
     ) -> None:
         """``renderer``: the process's browser, for crawls with ``--render`` (None: pages are
         read over HTTP only); ``render_wait``: without a renderer, a page to render is not
         parsed here but handed on (``Report.render``), for a render worker that has this many
-        seconds (docs/rendering.md, "The Kafka wiring")."""
+        seconds (docs/rendering.md, "The Kafka wiring"); ``others``: how a render's
+        subrequests to other origins are made (None: refused)."""
         self.session = session
         self.seen = seen
         self.network = network if network is not None else Network()
         self.renderer = renderer
         self.render_wait = render_wait
+        self.others = others
 
     async def close(self) -> None:
         await self.session.close()
@@ -317,7 +321,9 @@ class Stages:
         view = None
         if wants_render(d, result) and not _unchanged(d, result):
             if self.renderer is not None:
-                view = await render_view(self.renderer, self.session, d, result, request, recorder)
+                view = await render_view(
+                    self.renderer, self.session, d, result, request, recorder, self.others
+                )
                 result = msgspec.structs.replace(result, sent_at=view.sent_at)  # politeness
             elif self.render_wait is not None:
                 deadline = time.time() + self.render_wait

@@ -8,8 +8,11 @@ crawl's recorder archives it (a request/response pair in the WARC, as for the pa
 
 The rule (docs/rendering.md, "The network path"):
 
-- same origin as the page only: a subrequest to another origin is refused (``cross_origin``);
-  it would need that origin's robots.txt and its own politeness slot;
+- same origin as the page, unless the wiring owns every origin's slot (``OtherOrigins``, the
+  embedded crawl): without it a subrequest to another origin is refused (``cross_origin``), it
+  would need that origin's robots.txt and its own politeness slot; with it, a subrequest to
+  another origin in the crawl's asset scope (else ``scope``) is fetched in that origin's slot,
+  under its robots.txt (``agents/net/other_origins.py``);
 - robots.txt of the origin is obeyed (``robots``);
 - one at a time, each ``delay`` seconds (the crawl's delay, or robots.txt's Crawl-delay) after
   the previous request to the origin was on the wire, the page's own fetch first: the render
@@ -31,6 +34,7 @@ from streamcrawl.agents.errors import FetchError
 from streamcrawl.agents.frontier.scheduler import Dispatch
 from streamcrawl.agents.net.capture import Recorder
 from streamcrawl.agents.net.fetch import fetch
+from streamcrawl.agents.net.other_origins import OtherOrigins
 from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.render.page import BrowserRequest, Served
 from streamcrawl.agents.robots.rules import robots_url
@@ -60,8 +64,9 @@ class Subrequests:
     """Serves the browser's requests of one dispatch's render (a ``Serve`` callable).
 
     ``last_sent``: when the previous request to the origin was on the wire (the page's own
-    fetch first); ``close`` cancels what is still in flight, so that nothing is sent for the
-    page once its render ended."""
+    fetch first); ``others``: how requests to other origins are made (None: refused);
+    ``close`` cancels what is still in flight, so that nothing is sent for the page once its
+    render ended."""
 
     def __init__(
         self,
@@ -70,12 +75,14 @@ class Subrequests:
         request: RequestContext,
         recorder: Recorder | None,
         last_sent: float,
+        others: OtherOrigins | None = None,
     ) -> None:
         self.session = session
         self.d = d
         self.request = request
         self.recorder = recorder
         self.last_sent = last_sent
+        self.others = others
         self.delay = d.rules.delay_for(d.robots)
         self.policy = msgspec.structs.replace(d.rules.policy, content_types=SUBREQUEST_TYPES)
         self._turn = asyncio.Lock()
@@ -84,10 +91,17 @@ class Subrequests:
 
     async def __call__(self, browser: BrowserRequest) -> Served | str:
         url = browser.url.partition("#")[0]
-        reason = self._refusal(url)
+        origin, reason = self._target(url)
         if reason is not None or self.closed:
             return reason or "closed"
-        task = asyncio.ensure_future(self._fetch(url))
+        if origin == self.d.origin:
+            task = asyncio.ensure_future(self._fetch(url))
+        else:
+            assert self.others is not None
+            rules, policy = self.d.rules, self.policy
+            task = asyncio.ensure_future(
+                self.others.fetch(url, origin, rules, policy, self.recorder)
+            )
         self._tasks.add(task)
         try:
             return await task
@@ -103,8 +117,24 @@ class Subrequests:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def _target(self, url: str) -> tuple[str, str | None]:
+        """The origin of a subrequest to ``url`` and why it is refused (None: it is not, so
+        far: another origin's robots.txt is read by ``OtherOrigins``)."""
+        canon = self.d.rules.canonicalizer.try_canonicalize(url)
+        if canon is None:
+            return "", "bad_url"
+        if canon.origin == self.d.origin:
+            return canon.origin, self._refusal(url)
+        if self.others is None:
+            return canon.origin, "cross_origin"
+        # A resource of an in-scope page: the scope of the crawl's assets (docs/rendering.md).
+        if self.d.rules.scope.check_asset(canon.url) is not None:
+            return canon.origin, "scope"
+        return canon.origin, None
+
     def _refusal(self, url: str) -> str | None:
-        """Why ``url`` is not fetched (the rule of the module docstring); None: it is."""
+        """Why ``url`` is not fetched within the page's origin (the rule of the module
+        docstring); None: it is."""
         canon = self.d.rules.canonicalizer.try_canonicalize(url)
         if canon is None:
             return "bad_url"

@@ -306,7 +306,11 @@ class EmbeddedCrawl:
         if seeds:
             log.info("SSRF guard allows the seeds' addresses %s", ", ".join(seeds))
         render = self.policy.render != "never"
-        self._stages = self.core.stages(self._seen, allow=seeds, render=render)
+        # The scheduler owns every origin here: it lends a render's subrequest to another
+        # origin that origin's slot (docs/rendering.md, "The network path").
+        self._stages = self.core.stages(
+            self._seen, allow=seeds, render=render, owner=self.scheduler
+        )
 
     async def step(self) -> list[Page] | None:
         """One turn of the loop: start what the scheduler lets start, sleep until a request
