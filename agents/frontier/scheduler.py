@@ -238,10 +238,12 @@ class Scheduler:
 
         The concurrency slot is free now (the delay still counts from the request's start), so
         a wiring whose outcomes take a while to be applied (Kafka: a produce and a consume)
-        does not add that round trip to every origin's cycle. The entry stays skipped until
-        ``done``. Outcomes that change the origin's timing (backoff, robots.txt) must not be
-        reported here: their slot stays taken until ``done`` brings the new state.
-        """
+        does not add that round trip to every origin's cycle; a page being rendered in
+        process (the embedded crawl), so that its subrequests, and other pages' subrequests to
+        its origin, borrow the slot (``lend``). The entry stays skipped until ``done``.
+        Outcomes that change the origin's timing (backoff, robots.txt) must not be reported
+        here: their slot stays taken until ``done`` brings the new state (a rendered page's
+        fetch was a 2xx: no backoff)."""
         slot = self.slots.get(origin)
         if slot is not None and seq in slot.in_flight:
             slot.in_flight.discard(seq)

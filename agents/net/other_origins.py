@@ -54,6 +54,8 @@ class SlotOwner(Protocol):
         self, origin: str, now: float, delay: float, limit: int, not_before: float = 0.0
     ) -> Loan | float: ...
 
+    def fetched(self, origin: str, seq: int, started_at: float) -> None: ...
+
     def returned(self, loan: Loan, sent_at: float, delay: float) -> None: ...
 
     def origin_state(self, origin: str) -> OriginState: ...
@@ -99,10 +101,34 @@ class OtherOrigins:
             return str(ErrorClass.MISSING_CREDENTIAL)
         if recorder is not None and recorder.redact:  # B's credential is a secret too
             recorder.redact = recorder.redact | request.secret_headers()
+        answer, _sent = await self.send(
+            url, origin, rules, policy, recorder, request, robots, deadline
+        )
+        return answer
+
+    async def send(
+        self,
+        url: str,
+        origin: str,
+        rules: CrawlRules,
+        policy: CrawlPolicy,
+        recorder: Recorder | None,
+        request: RequestContext,
+        robots: RobotsRules,
+        deadline: float | None = None,
+    ) -> tuple[Served | str, float | None]:
+        """``url`` fetched with ``request`` in a loan of ``origin``'s slot, its redirects
+        within ``origin`` as ``robots`` allows; and when it was on the wire (None: it was
+        not sent). No loan by ``deadline`` (default: ``wait_limit`` from now), no request:
+        ``slot_timeout``. The page's own origin's subrequests are sent here too: the owner lends its
+        slot to them as to any other (``Scheduler.fetched`` freed it when the page's fetch
+        ended)."""
         delay = rules.delay_for(robots)
+        if deadline is None:
+            deadline = time.time() + self.wait_limit
         loan = await self._borrow(origin, rules, delay, deadline)
         if loan is None:
-            return SLOT_TIMEOUT
+            return SLOT_TIMEOUT, None
         sent: float | None = None
         try:
             result = await fetch(
@@ -116,12 +142,13 @@ class OtherOrigins:
             )
             sent = result.sent_at
         except FetchError as exc:
-            return str(exc.error_class)
+            sent = time.time()
+            return str(exc.error_class), sent
         finally:  # a request cut short may have been sent: counted as sent when it ended
             self.owner.returned(loan, sent if sent is not None else time.time(), delay)
         if result.stopped is not None:
-            return result.stopped
-        return Served(result.status, result.headers, result.body)
+            return result.stopped, sent
+        return Served(result.status, result.headers, result.body), sent
 
     def request(self, origin: str, rules: CrawlRules) -> RequestContext | str:
         """What a request to ``origin`` carries in the crawl of ``rules``: its headers, its

@@ -16,7 +16,10 @@ The rule (docs/rendering.md, "The network path"):
 - robots.txt of the origin is obeyed (``robots``);
 - one at a time, each ``delay`` seconds (the crawl's delay, or robots.txt's Crawl-delay) after
   the previous request to the origin was on the wire, the page's own fetch first: the render
-  holds the origin's slot, and it is as polite as the crawl;
+  holds the origin's slot, and it is as polite as the crawl; with ``OtherOrigins``, the page's
+  own origin's subrequests too are sent in loans of its slot (the owner freed it when the
+  page's fetch ended), so that two pages rendered at once, each fetching from the other's
+  origin, do not wait for each other's render to end;
 - a redirect is followed within the origin only; an error is the fetch's error class
   (``blocked``: the guard refused the address, ``timeout``, ``http_4xx``...).
 """
@@ -37,7 +40,7 @@ from streamcrawl.agents.net.fetch import fetch
 from streamcrawl.agents.net.other_origins import OtherOrigins
 from streamcrawl.agents.net.request import RequestContext
 from streamcrawl.agents.render.page import BrowserRequest, Served
-from streamcrawl.agents.robots.rules import robots_url
+from streamcrawl.agents.robots.rules import RobotsRules, robots_url
 
 # What a page's subrequests may be: scripts, styles, data, frames (images, fonts and media are
 # refused before they get here unless the renderer loads them).
@@ -150,6 +153,14 @@ class Subrequests:
         return None
 
     async def _fetch(self, url: str) -> Served | str:
+        if self.others is not None:  # the owner of the origin's slot lends it (module doc)
+            robots = self.d.robots or RobotsRules.allow_everything()
+            answer, sent = await self.others.send(
+                url, self.d.origin, self.d.rules, self.policy, self.recorder, self.request, robots
+            )
+            if sent is not None:
+                self.last_sent = max(self.last_sent, sent)
+            return answer
         async with self._turn:
             wait = self.last_sent + self.delay - time.time()
             if wait > 0:

@@ -154,3 +154,33 @@ async def test_a_slot_not_free_before_the_page_settles_is_refused(tmp_path: Path
     assert core.renderer().refused == {"robots": 1, "scope": 1, "slot_timeout": 1}
     assert pages[a.url("/")].render_refused == 3
     assert b.paths() == ["/robots.txt"]
+
+
+async def test_two_origins_whose_pages_fetch_from_each_other_render_at_once(
+    tmp_path: Path,
+) -> None:
+    """A's page fetches B's data while B's page, rendered at the same time, fetches A's: each
+    render's own subrequests borrow its origin's slot too, so neither waits for the other's
+    render to end (which would refuse both, ``slot_timeout``)."""
+    async with RecordingServer() as a, RecordingServer() as b:
+        for srv, other in ((a, b), (b, a)):
+            srv.routes.update(
+                {
+                    "/robots.txt": text(ROBOTS.format(delay=1)),
+                    "/": html(app(other.origin)),
+                    "/data.json": data([]),
+                }
+            )
+        policy = CrawlPolicy(
+            crawl_id="other-origins-4",
+            seeds=(a.url("/"), b.url("/")),
+            delay=0.0,
+            render="always",
+            exclude=("excluded",),
+        )
+        core, pages = await crawl(policy, tmp_path, Network(guard=LOOPBACK_GUARD))
+    assert {url: p.title for url, p in pages.items()} == {a.url("/"): "built", b.url("/"): "built"}
+    assert core.renderer().refused == {"robots": 2, "scope": 2}
+    for srv in (a, b):
+        assert sorted(srv.paths()) == ["/", "/data.json", "/robots.txt"]
+        assert min(srv.gaps()) >= 1.0 - 0.02, srv.log
