@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from streamcrawl.agents.stream.sink_agent import SINK_WINDOW
 from streamcrawl.topology.settings import load_settings
 from streamcrawl.topology.worker import app as app_module
 from streamcrawl.topology.worker.internals import (
@@ -18,7 +19,10 @@ from streamcrawl.topology.worker.internals import (
     FETCH_MIN_BYTES,
     FETCHER_TIMEOUT_S,
     IDLE_FETCH_MAX_WAIT_MS,
+    SINK_FETCH_MAX_WAIT_MS,
+    SINK_FETCH_MIN_BYTES,
     fetch_in_windows,
+    sink_fetch_in_windows,
 )
 
 
@@ -96,9 +100,11 @@ def test_fausts_worker_consumer_switches_once_started(
     )
 
 
-@pytest.mark.parametrize("service", ["SinkConsumer", "SharedView"])
+@pytest.mark.parametrize(
+    ("service", "tune"), [("SinkConsumer", sink_fetch_in_windows), ("SharedView", fetch_in_windows)]
+)
 def test_the_sink_and_shared_view_consumers_are_tuned_once_started(
-    service: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    service: str, tune: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     tunes: list[Any] = []
 
@@ -109,7 +115,23 @@ def test_the_sink_and_shared_view_consumers_are_tuned_once_started(
 
     monkeypatch.setattr(app_module, service, Recording)
     app_module.create_app(load_settings(state_dir=tmp_path))
-    assert tunes == [fetch_in_windows]
+    assert tunes == [tune]
+
+
+def test_the_sinks_busy_window_is_its_write_window() -> None:
+    # It writes once a SINK_WINDOW whatever its fetches bring: fetching more often than that
+    # costs the broker requests and the sink wake-ups for nothing.
+    fetcher = Fetcher([True, True, False])
+    sink_fetch_in_windows(Consumer(fetcher))  # type: ignore[arg-type]
+
+    async def fetch_all() -> None:
+        for _ in range(3):
+            await fetcher._proc_fetch_request(None, 0, None)
+
+    asyncio.run(fetch_all())
+    busy = (SINK_FETCH_MIN_BYTES, SINK_FETCH_MAX_WAIT_MS)
+    assert fetcher.asked == [(1, IDLE_FETCH_MAX_WAIT_MS), busy, busy]
+    assert SINK_FETCH_MAX_WAIT_MS == SINK_WINDOW * 1000 > FETCH_MAX_WAIT_MS
 
 
 def test_fausts_livelock_check_looks_at_every_partition_without_a_task_each(

@@ -59,6 +59,7 @@ from streamcrawl.topology.worker.internals import (
     read_offset,
     refresh_metadata,
     seek_uncommitted_to_start,
+    sink_fetch_in_windows,
 )
 from streamcrawl.topology.worker.rebalance import RebalanceGate
 from streamcrawl.topology.worker.recovery_watch import RecoveryWatch
@@ -341,7 +342,7 @@ def _sink_consumer(
             metrics,
             keep_body=lambda crawl_id: _stores_bodies(view, crawl_id),
             keep_versions=lambda crawl_id: _keeps_versions(view, crawl_id),
-            tune_consumer=fetch_in_windows,
+            tune_consumer=sink_fetch_in_windows,
         )
     return sinker
 

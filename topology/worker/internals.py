@@ -75,6 +75,11 @@ CHECKED_AGAINST = {"faust-streaming": "0.15", "aiokafka": "0.14"}
 # loop. Measured in docs/performance.md ("Consumer fetch windows", "An idle worker").
 FETCH_MIN_BYTES = 64 * 1024
 FETCH_MAX_WAIT_MS = 100
+# The sink's consumer (``pages``, ``status``) writes once a ``SINK_WINDOW`` (1 s) whatever its
+# fetches bring, so its window is that second: a worker's fetches per second follow its pages,
+# not the 100 ms above (docs/performance.md, "The sink's fetch window").
+SINK_FETCH_MIN_BYTES = 1024 * 1024
+SINK_FETCH_MAX_WAIT_MS = 1000
 IDLE_FETCH_MAX_WAIT_MS = 1500
 FETCHER_TIMEOUT_S = 1.5
 
@@ -128,11 +133,13 @@ def set_current_event(event: Any) -> None:
     _current_event.set(weakref.ref(event))
 
 
-def fetch_in_windows(consumer: AIOKafkaConsumer) -> None:
-    """Switch a started ``consumer``'s fetches between the window above (while records come)
-    and the idle wait (once a fetch brought nothing), and slow its fetch routine's timer.
-    aiokafka's fetcher reads these values each time it builds a fetch request or waits;
-    ``_proc_fetch_request`` says whether records came."""
+def fetch_in_windows(
+    consumer: AIOKafkaConsumer, busy: tuple[int, int] = (FETCH_MIN_BYTES, FETCH_MAX_WAIT_MS)
+) -> None:
+    """Switch a started ``consumer``'s fetches between the ``busy`` window (min bytes, max
+    wait in ms; while records come) and the idle wait (once a fetch brought nothing), and slow
+    its fetch routine's timer. aiokafka's fetcher reads these values each time it builds a
+    fetch request or waits; ``_proc_fetch_request`` says whether records came."""
     fetcher = consumer._fetcher
     fetcher._fetcher_timeout = max(fetcher._fetcher_timeout, FETCHER_TIMEOUT_S)
     fetcher._fetch_max_wait_ms = max(fetcher._fetch_max_wait_ms, IDLE_FETCH_MAX_WAIT_MS)
@@ -141,11 +148,15 @@ def fetch_in_windows(consumer: AIOKafkaConsumer) -> None:
 
     async def proc_fetch_request(*args: Any) -> bool:
         got: bool = await proc(*args)
-        busy = (FETCH_MIN_BYTES, FETCH_MAX_WAIT_MS)
         fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = busy if got else idle
         return got
 
     fetcher._proc_fetch_request = proc_fetch_request
+
+
+def sink_fetch_in_windows(consumer: AIOKafkaConsumer) -> None:
+    """``fetch_in_windows`` with the sink's window."""
+    fetch_in_windows(consumer, (SINK_FETCH_MIN_BYTES, SINK_FETCH_MAX_WAIT_MS))
 
 
 def fetch_worker_in_windows(app: faust.App) -> None:
