@@ -99,7 +99,9 @@ async def render_view(
         others.owner.fetched(d.origin, d.seq, result.sent_at)
     document = Served(result.status, dict(result.headers), result.body)
     try:
-        rendered = await renderer.render(d.origin, result.final_url, document, serve)
+        rendered = await renderer.render(
+            d.origin, result.final_url, document, serve, loads=serve.loads
+        )
     except RenderError as exc:
         log.info("render of %s failed: %s", result.final_url, exc, extra={"origin": d.origin})
         error = f"{exc.error_class}: {exc}"

@@ -39,6 +39,7 @@ from streamcrawl.agents.net.capture import Recorder
 from streamcrawl.agents.net.fetch import fetch
 from streamcrawl.agents.net.other_origins import OtherOrigins
 from streamcrawl.agents.net.request import RequestContext
+from streamcrawl.agents.policy import rendering
 from streamcrawl.agents.render.page import BrowserRequest, Served
 from streamcrawl.agents.robots.rules import RobotsRules, robots_url
 
@@ -61,6 +62,26 @@ SUBREQUEST_TYPES: Final = (
     "image/svg+xml",
     "application/wasm",
 )
+# And what a render that loads images, fonts or media (``PageRoutes.loads``) takes of them.
+LOADED_TYPES: Final = {
+    "image": (
+        "image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp",
+        "image/x-icon", "image/vnd.microsoft.icon",
+    ),
+    "font": (
+        "font/woff", "font/woff2", "font/ttf", "font/otf", "application/font-woff",
+        "application/font-woff2", "application/x-font-ttf", "application/vnd.ms-fontobject",
+    ),
+    "media": (
+        "video/mp4", "video/webm", "video/ogg", "audio/mpeg", "audio/ogg", "audio/wav",
+        "audio/webm", "audio/mp4", "application/vnd.apple.mpegurl", "application/dash+xml",
+    ),
+}  # fmt: skip
+
+
+def subrequest_types(loads: frozenset[str]) -> tuple[str, ...]:
+    """The content types a render's subrequests take, with those of the types it loads."""
+    return SUBREQUEST_TYPES + tuple(t for kind in sorted(loads) for t in LOADED_TYPES[kind])
 
 
 class Subrequests:
@@ -87,7 +108,9 @@ class Subrequests:
         self.last_sent = last_sent
         self.others = others
         self.delay = d.rules.delay_for(d.robots)
-        self.policy = msgspec.structs.replace(d.rules.policy, content_types=SUBREQUEST_TYPES)
+        self.loads = rendering.render_loads(d.rules.policy.assets)
+        types = subrequest_types(self.loads)
+        self.policy = msgspec.structs.replace(d.rules.policy, content_types=types)
         self._turn = asyncio.Lock()
         self._tasks: set[asyncio.Task[Served | str]] = set()
         self.closed = False

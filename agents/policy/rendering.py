@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
 
-from streamcrawl.schemas.records import RenderMode, RenderTally
+from streamcrawl.schemas.records import AssetType, RenderMode, RenderTally
 
 NEAR_EMPTY: Final = 200  # characters of visible text
 LEARNED_AFTER: Final = 3  # compared renders before a prefix's tally decides
@@ -33,6 +33,15 @@ MAX_PREFIXES: Final = 256  # tallies kept per crawl and origin; past them, the g
 RECHECK: Final = 0.02  # share of the pages not rendered that are rendered to check the guess
 APP_ROOTS: Final = frozenset({"root", "app", "__next", "__nuxt", "___gatsby", "svelte", "main-app"})
 _APP_ATTRIBUTES: Final = ("data-reactroot", "ng-app", "ng-version", "data-v-app")
+# The asset types of ``--assets`` a render loads too (Playwright's resource types): a crawl that
+# asks for a page's images, fonts or media gets them in its renders as well; without them a
+# render refuses them (docs/rendering.md, "The network path").
+_LOADS: Final = {"images": "image", "fonts": "font", "media": "media"}
+
+
+def render_loads(assets: tuple[AssetType, ...]) -> frozenset[str]:
+    """The resource types a render loads besides scripts, styles, data and frames."""
+    return frozenset(_LOADS[a] for a in assets if a in _LOADS)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from streamcrawl.agents.errors import ConfigError, ErrorClass, RenderError
-from streamcrawl.agents.render.page import PageRoutes, Rendered, Serve, Served
+from streamcrawl.agents.render.page import MEDIA_TYPES, PageRoutes, Rendered, Serve, Served
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +101,21 @@ class Renderer:
         self._in_flight = 0
         self._memory, self._memory_checked = 0, 0.0  # pss(), and when it was read
 
-    async def render(self, origin: str, url: str, document: Served, serve: Serve) -> Rendered:
+    async def render(
+        self,
+        origin: str,
+        url: str,
+        document: Served,
+        serve: Serve,
+        loads: frozenset[str] = frozenset(),
+    ) -> Rendered:
         """Render ``document`` (the response the crawl fetched for ``url``), every subrequest
-        answered by ``serve``. Raises ``RenderError`` (``render_timeout``, ``render_crash``);
-        the renderer is usable after either."""
+        answered by ``serve``; ``loads``: the resource types of ``MEDIA_TYPES`` it loads (all
+        of them with ``RenderSettings.media``). Raises ``RenderError`` (``render_timeout``,
+        ``render_crash``); the renderer is usable after either."""
         async with self._slots, self._turn():
-            routes = PageRoutes(
-                url, document, serve, self.settings.media, self.settings.max_subrequests
-            )
+            loads = MEDIA_TYPES if self.settings.media else loads
+            routes = PageRoutes(url, document, serve, loads, self.settings.max_subrequests)
             started = time.perf_counter()
             try:
                 async with self._context(origin) as shared:

@@ -17,7 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-# Resource types a render refuses unless ``RenderSettings.media`` (Playwright's names).
+# Resource types a render refuses unless it loads them (Playwright's names): the crawl's
+# ``--assets`` asks for them (``agents/policy/rendering.py``, ``render_loads``), or the process's
+# ``RenderSettings.media`` for all.
 MEDIA_TYPES: Final = frozenset({"image", "font", "media"})
 # Seconds without a subrequest in flight after which a page counts as settled (Playwright's
 # "networkidle" uses the same quiet time).
@@ -84,7 +86,7 @@ class PageRoutes:
     url: str
     document: Served
     serve: Serve
-    media: bool = False
+    loads: frozenset[str] = frozenset()  # of MEDIA_TYPES, those this render loads
     max_subrequests: int = 100
     subrequests: list[Subrequest] = field(default_factory=list)
     navigation: str | None = None
@@ -139,7 +141,7 @@ class PageRoutes:
 
     def _refusal(self, resource_type: str, method: str) -> str | None:
         """Why a subrequest is refused before anything is sent; None: it may be served."""
-        if resource_type in MEDIA_TYPES and not self.media:
+        if resource_type in MEDIA_TYPES and resource_type not in self.loads:
             return "media"
         if method != "GET":
             return "method"  # a crawler reads; it does not post forms or beacons

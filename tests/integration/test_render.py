@@ -79,7 +79,7 @@ async def render(
     serve = Subrequests(session, d, request, None, last_sent=0.0)
     document = Served(200, {"content-type": "text/html"}, body.encode())
     try:
-        return await renderer.render(origin, url, document, serve)
+        return await renderer.render(origin, url, document, serve, loads=serve.loads)
     finally:
         await serve.close()
         await session.close()
@@ -138,6 +138,21 @@ async def test_cross_origin_robots_and_media_are_refused_by_rule(renderer: Rende
     assert renderer.refused == {"cross_origin": 1, "robots": 1, "media": 1}
     assert other.paths() == []
     assert srv.paths() == ["/x.js"]
+
+
+async def test_a_crawl_that_asks_for_images_gets_them_in_its_renders_too(
+    renderer: Renderer,
+) -> None:
+    # --assets images: the render loads the page's images (on the crawl's path, as any
+    # subrequest) and still refuses the media the crawl did not ask for.
+    async with RecordingServer({"/i.png": text("png", "image/png")}) as srv:
+        body = "<img src='/i.png'><video src='/v.mp4' autoplay muted></video>"
+        rendered = await render(renderer, srv.url("/"), srv.origin, body, assets=("images",))
+    assert {s.url: s.refused for s in rendered.subrequests} == {
+        srv.url("/i.png"): None,
+        srv.url("/v.mp4"): "media",
+    }
+    assert srv.paths() == ["/i.png"]
 
 
 async def test_subrequests_keep_the_crawls_delay_on_the_wire(renderer: Renderer) -> None:

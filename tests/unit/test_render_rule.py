@@ -120,3 +120,14 @@ def test_tallies_are_bounded_per_origin() -> None:
     keep_render_tally(st, outcome("https://a.test/s0/y", False))
     assert len(st.renders["c"]) == rendering.MAX_PREFIXES
     assert st.renders["c"]["/s0/"] == RenderTally(checked=2, needed=1)
+
+
+def test_a_render_loads_the_images_fonts_and_media_the_crawls_assets_ask_for() -> None:
+    from streamcrawl.agents.net.subrequests import SUBREQUEST_TYPES, subrequest_types
+
+    assert rendering.render_loads(()) == frozenset()
+    assert rendering.render_loads(("css", "js")) == frozenset()  # loaded by every render
+    assert rendering.render_loads(("images", "media")) == {"image", "media"}
+    assert subrequest_types(frozenset()) == SUBREQUEST_TYPES
+    taken = subrequest_types(frozenset({"image"}))
+    assert "image/png" in taken and "font/woff2" not in taken and "video/mp4" not in taken
