@@ -49,8 +49,14 @@ MEDIAN_KEYS = ("pages", "renders", "wall_s", "cpu_s", "cpu_ms", "wall_ms", "peak
 
 def kind(proc: Any) -> str:
     """Which part of a crawl a process is: ``chromium``, ``driver`` (Playwright's node) or
-    ``crawler`` (the Python process)."""
-    name = proc.name()
+    ``crawler`` (the Python process); ``gone`` once it exited (a browser replaced or a
+    renderer closed between the tree's listing and this)."""
+    import psutil
+
+    try:
+        name = proc.name()
+    except psutil.Error:
+        return "gone"
     if name.startswith("chrom") or name == "headless_shell":
         return "chromium"
     return "driver" if name.startswith("node") else "crawler"  # node-MainThread

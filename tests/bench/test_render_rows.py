@@ -159,3 +159,15 @@ def test_processes_are_told_apart_by_name() -> None:
         "chromium": 3.0,
         "driver": 0.5,
     }
+
+
+def test_a_process_gone_while_the_tree_is_sampled_is_skipped() -> None:
+    import psutil
+
+    class Gone:
+        pid = 7
+
+        def name(self) -> str:
+            raise psutil.NoSuchProcess(7)
+
+    assert render_rows.kind(Gone()) == "gone"  # the sampler's thread once died of it
