@@ -4,9 +4,11 @@ Pure functions, no I/O (docs/rendering.md, "When to render"):
 
 - ``never``: none. ``always``: every HTML page, or, with ``--render-include``, only the pages
   whose URL matches. ``auto``: the matching pages, and those that look built by scripts.
-- A page looks built by scripts (``looks_client_built``) when it has a script and either a
-  near-empty body (under ``NEAR_EMPTY`` characters of text outside scripts and styles) or an
-  app root (``id="root"``, ``"app"``, ``"__next"``...) and no link.
+- A page looks built by scripts (``looks_client_built``) when it has a script that could build
+  it (one that runs: not a data block such as JSON-LD, and not a trivial inline one under
+  ``MIN_INLINE_SCRIPT`` characters) and either a near-empty body (under ``NEAR_EMPTY``
+  characters of text outside scripts and styles) or an app root (``id="root"``, ``"app"``,
+  ``"__next"``...) and no link.
 - ``auto`` learns per origin and path prefix (the first path segment: ``/app/``; the frontier
   keeps the tallies with the origin's state, ``OriginState.renders``): once a prefix has
   ``LEARNED_AFTER`` renders compared with their HTTP copies, the share of them that found
@@ -20,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
@@ -28,6 +30,11 @@ from selectolax.lexbor import LexborHTMLParser
 from streamcrawl.schemas.records import AssetType, RenderMode, RenderTally
 
 NEAR_EMPTY: Final = 200  # characters of visible text
+MIN_INLINE_SCRIPT: Final = 32  # characters of an inline script that may build a page
+# Script types that run (an empty type is JavaScript); any other is a data block or template.
+_RUN_TYPES: Final = frozenset(
+    {"", "module", "text/javascript", "application/javascript", "text/ecmascript"}
+)
 LEARNED_AFTER: Final = 3  # compared renders before a prefix's tally decides
 MAX_PREFIXES: Final = 256  # tallies kept per crawl and origin; past them, the guess alone
 RECHECK: Final = 0.02  # share of the pages not rendered that are rendered to check the guess
@@ -58,7 +65,7 @@ class Signals:
 def signals(html: str) -> Signals:
     """The signals of ``html`` (an HTTP response's text)."""
     tree = LexborHTMLParser(html)
-    scripts = len(tree.css("script"))
+    scripts = sum(1 for node in tree.css("script") if _may_build(node))
     anchors = tree.css("a[href]")
     hrefs = frozenset((a.attributes.get("href") or "").strip() for a in anchors)
     app_root = any(node.attributes.get("id") in APP_ROOTS for node in tree.css("[id]")) or any(
@@ -68,6 +75,16 @@ def signals(html: str) -> Signals:
     body = tree.body
     text = body.text(separator=" ", strip=True) if body is not None else ""
     return Signals(scripts, len(text), len(anchors), app_root, hrefs)
+
+
+def _may_build(script: Any) -> bool:
+    """Whether a ``<script>`` may build the page: it runs, from a file or with some code."""
+    kind = (script.attributes.get("type") or "").strip().lower()
+    if kind not in _RUN_TYPES:
+        return False
+    if script.attributes.get("src"):
+        return True
+    return len((script.text(deep=True) or "").strip()) >= MIN_INLINE_SCRIPT
 
 
 def looks_client_built(s: Signals) -> bool:
@@ -84,8 +101,11 @@ def path_prefix(url: str) -> str:
 
 def rechecked(url: str, share: float = RECHECK) -> bool:
     """Whether ``url`` is among the ``share`` of pages rendered to check a guess (the same
-    answer for the same URL, in any process)."""
-    digest = hashlib.blake2b(url.encode("utf-8"), digest_size=8).digest()
+    answer for the same path and query, in any process and on any origin: which pages of a
+    site are rechecked does not depend on its host or port)."""
+    parts = urlsplit(url)
+    key = f"{parts.path}?{parts.query}" if parts.query else parts.path
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64 < share
 
 

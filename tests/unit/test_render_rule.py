@@ -18,9 +18,17 @@ TEXT = "<p>" + "A paragraph of the page's own words. " * 10 + "</p>"
     ("html", "looks"),
     [
         ('<div id="root"></div><script src="/app.js"></script>', True),  # an app root
-        ('<div id="__next"></div><script>1</script>', True),
+        ('<div id="__next"></div><script src="/_next/main.js"></script>', True),
         ("<div class=c></div><script src=/b.js></script>", True),  # near-empty, a script
-        (f'<div id="app">{TEXT}</div><script>1</script>', True),  # app root, text, no link
+        (f'<div id="app">{TEXT}</div><script src=/a.js></script>', True),  # app root, no link
+        ("<div></div><script>document.body.append(build(data))</script>", True),  # inline code
+        ("<p>moved</p><script>1</script><a href=/blog>blog</a>", False),  # trivial: cannot build
+        (
+            '<div></div><script type="application/ld+json">{"@type": "Thing", "name": "x"}'
+            "</script>",
+            False,
+        ),  # a data block, not code
+        ('<div></div><script type="module" src="/main.js"></script>', True),
         (f'<div id="app">{TEXT}<a href="/x">x</a></div><script>1</script>', False),
         (f"{TEXT}<script>analytics()</script><a href=/a>a</a>", False),  # text and a link
         ('<div id="root"></div>', False),  # no script: nothing a browser would add
