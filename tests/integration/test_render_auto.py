@@ -1,8 +1,9 @@
 """``--render auto`` on a site with a known mix (docs/rendering.md, "How well auto does"):
 60 pages, of which 6 (10 %) are built by scripts from a JSON fetch; 53 are static (half of the
 docs with an analytics script), and one is a tiny static page with a trivial inline script,
-which the guess does not take for client-built (a script too short to build a page). ``auto`` renders what the rule says and finds the links a full render
-finds; the measured share rendered and links found are printed (pytest -s)."""
+which the guess does not take for client-built (a script too short to build a page).
+``auto`` renders what the rule says and finds the links a full render finds; the measured
+share rendered and links found are printed (pytest -s)."""
 
 from __future__ import annotations
 
