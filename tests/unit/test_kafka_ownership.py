@@ -13,6 +13,7 @@ from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.fetch_service import FetchService
 from streamcrawl.agents.stream.frontier_agent import MARKER
 from streamcrawl.agents.stream.ownership import Ownership
+from streamcrawl.agents.stream.slot_leases import LEASE_WINDOW
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
 from tests.unit.test_fetch_service import Stages
@@ -111,7 +112,11 @@ async def test_nothing_is_dispatched_once_a_rebalance_has_begun() -> None:
         await asyncio.sleep(0.3)
         assert stages.runs == []  # both partitions indexed and ready: nothing starts
         rebalancing = False  # a rebalance that kept them ended
-        await asyncio.sleep(1.3)  # the loop looks again within a second
+        # The origins, taken over at the recovery, wait the lease window first (a previous
+        # owner's loan of their slot may be sent in it: agents/stream/slot_leases.py).
+        await asyncio.sleep(LEASE_WINDOW - 1.0)
+        assert stages.runs == []
+        await asyncio.sleep(2.0)  # the loop looks again within a second
         assert len(stages.runs) == 6  # then every queued URL (3 per origin, delay 0)
     finally:
         svc.stopping = True

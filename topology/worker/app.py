@@ -3,7 +3,8 @@
 Wiring only (docs/architecture.md, "The Kafka topology"); the crawl logic is in the pure
 stages. One ``create_app`` call per worker (no module-level app):
 
-- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
+- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``
+  (and ``slots``, render workers' claims of its origins' slots);
 - ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
 - the sink: a plain consumer of ``pages`` + ``status`` in its own group ``<prefix>-sink``
   (when ``settings.sink_enabled``);
@@ -68,6 +69,10 @@ from streamcrawl.topology.worker.table_stores import RocksTable
 
 log = logging.getLogger(__name__)
 
+# The frontier agent's inputs: same key (origin) and partition count, so Faust assigns an
+# origin's partition of all three to one worker, its owner (``slots``: loans of its slots,
+# agents/stream/slot_leases.py).
+FRONTIER_INPUTS = ("frontier", "outcomes", "slots")
 HEALTH_STALE = 30.0  # /healthz fails when the dispatch loop has not run for this long
 
 
@@ -245,7 +250,7 @@ def _unsticker(app: faust.App, settings: Settings) -> Callable[[int], None]:
 
     def unstick(partition: int) -> None:
         """Put the frontier agent's input partitions back among those the consumer fetches."""
-        tps = {TP(topic_name(settings, short), partition) for short in ("frontier", "outcomes")}
+        tps = {TP(topic_name(settings, short), partition) for short in FRONTIER_INPUTS}
         app.consumer.resume_partitions(tps)
 
     return unstick
@@ -308,14 +313,14 @@ def _add_frontier_agent(
     fetcher: FetchService,
     metrics: Metrics,
 ) -> None:
-    """The Faust agent ``frontier`` over ``frontier`` + ``outcomes``, concurrency 1."""
-    frontier_topic = topic_name(settings, "frontier")
+    """The Faust agent ``frontier`` over ``frontier`` + ``outcomes`` + ``slots`` (same key and
+    partition count: co-partitioned), concurrency 1."""
 
-    @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
+    @app.agent(topic(*FRONTIER_INPUTS, internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
         # Batches of what is buffered, acknowledged once durable (topology/worker/batching.py); an
         # event the stream skipped is never acknowledged (topology/worker/acks.py).
-        inputs = {frontier_topic, topic_name(settings, "outcomes")}
+        inputs = {topic_name(settings, short) for short in FRONTIER_INPUTS}
         refuse_untracked_acks(app.consumer, inputs)
         seek_uncommitted_to_start(app.consumer, inputs)
         await run_batches(
