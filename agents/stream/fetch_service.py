@@ -25,7 +25,8 @@ in memory, the others found in the table later by ``agents.stream.origin_index.R
 It also lends its origins' slots to render workers' subrequests (``agents.stream.slot_leases``):
 the frontier agent hands it the claims and returns read on ``slots`` (``slot``), the dispatch
 loop lends and publishes the grants on ``grants``. Since a previous owner's loans are not
-known here, an origin taken over counts as fetched ``LEASE_WINDOW`` after the takeover.
+known here, while a crawl renders an origin taken over counts as fetched ``LEASE_WINDOW``
+after the takeover (no crawl renders: no loan, no wait).
 """
 
 from __future__ import annotations
@@ -152,10 +153,17 @@ class FetchService(Service):
 
     def since_of(self, partition: int) -> float | None:
         """When the origins of ``partition`` count as last fetched by a previous owner: when
-        they were indexed here, plus the ``LEASE_WINDOW`` in which a loan it granted may
-        still be sent; None: not dispatched here."""
+        they were indexed here, plus, while a crawl renders, the ``LEASE_WINDOW`` in which a
+        loan it granted may still be sent; None: not dispatched here."""
         since = self.own.since_of(partition)
-        return None if since is None else since + LEASE_WINDOW
+        if since is None or not self._lending():
+            return since
+        return since + LEASE_WINDOW
+
+    def _lending(self) -> bool:
+        """Whether a crawl renders: only a render's subrequest borrows a slot, so without one
+        no previous owner can have lent one, and a takeover costs no lease window."""
+        return any(policy.render != "never" for policy in self.view.policies.values())
 
     @property
     def owned(self) -> set[int]:
