@@ -6,7 +6,6 @@ records when each request arrived."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -16,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from streamcrawl.agents.render.browser import default_chromium
-from tests.httpserver import RecordingServer, Reply, html, text
+from tests.httpserver import RecordingServer, html, text
 from tests.integration.site import Cluster
+from tests.integration.test_render_other_origins import app as embedded_app
+from tests.integration.test_render_other_origins import data
 
 pytestmark = [
     pytest.mark.kafka,
@@ -33,21 +34,7 @@ B_PAGES = [f"/b{n}" for n in range(1, 5)]
 def app(other: str) -> str:
     """A page whose script builds its links from ``other``'s JSON (a CORS fetch), and asks
     for a file of ``other`` its robots.txt disallows."""
-    return f"""<title>app</title><div id=root></div><script>
-Promise.all([
-  fetch('{other}/data.json').then(r => r.json()),
-  fetch('{other}/private/secret.json').catch(() => null),
-]).then(([urls]) => {{
-  root.innerHTML = urls.map(u => `<a href="${{u}}">${{u}}</a>`).join('');
-  document.title = 'built';
-}});</script>"""
-
-
-def data(urls: list[str]) -> Reply:
-    body = json.dumps(urls)
-    return Reply(
-        200, {"Content-Type": "application/json", "Access-Control-Allow-Origin": "*"}, body
-    )
+    return embedded_app(other, also=("/private/secret.json",))
 
 
 @pytest.fixture
