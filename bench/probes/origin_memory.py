@@ -110,8 +110,11 @@ def fetch_service(
     from streamcrawl.agents.stream.fetch_service import FetchService
     from streamcrawl.agents.stream.metrics import Metrics
 
+    policy = rules.policy
+
     class View:
         listeners: list[object] = []  # spec changes: none here
+        policies = {policy.crawl_id: policy}
 
         def rules(self, crawl_id: str) -> Any:
             return rules
