@@ -136,3 +136,50 @@ def test_a_render_worker_killed_mid_render_loses_nothing(cluster: Cluster) -> No
         assert page_renders(cluster)[srv.url("/app/")] == "browser"
         # Rendered again after the kill: its JSON asked for a second time.
         assert srv.paths().count("/app/links.json") >= 2
+
+
+# Pages that are hard on a render, as tests/integration/test_render.py has them in process: a
+# script that calls an address the SSRF guard refuses (never dialled), one that redirects, one
+# that never ends.
+HARD = {
+    "/": html("<a href=/guarded>g</a> <a href=/jump>j</a> <a href=/endless>e</a>"),
+    "/guarded": html(
+        "<title>app</title><script>fetch('http://10.0.0.5:9/x.json')"
+        ".catch(() => { document.title = 'refused'; });</script>"
+    ),
+    "/jump": html(
+        "<p>here</p><script>setTimeout(() => { location.href = '/landed'; }, 50)</script>"
+    ),
+    "/landed": html("<p>landed</p>"),
+    "/endless": html("<p>never</p><script>while (true) {}</script>"),
+}
+
+
+def test_a_render_worker_refuses_redirects_and_times_out_as_in_process(cluster: Cluster) -> None:
+    """In the Kafka wiring as in process: the guard's refusal is counted and the page still
+    rendered, a script redirect is handed to the frontier as a link (the target crawled, not
+    followed in the browser), an endless script ends ``render_timeout`` with the HTTP copy
+    kept, and the render worker goes on."""
+    with RecordingServer(HARD) as srv:
+        worker = cluster.start_worker("w1")
+        renderer = cluster.start_render_worker("r1")
+        worker.wait_ready()
+        cluster.seed([srv.url("/")], "rk", "--render", "always", "--delay", "0")
+        states = cluster.wait_states(5, timeout=240)
+        assert {states[srv.url(p)] for p in HARD} == {"fetched"}, states
+        wait_for("every page's row", lambda: len(page_renders(cluster)) == len(HARD), 60, cluster)
+        rows = {
+            r.url: r
+            for r in cluster.query(
+                "SELECT url, render, render_error, render_refused FROM {ks}.pages"
+            )
+        }
+        refused = renderer.metric("streamcrawl_render_subrequests_refused_total", reason="blocked")
+    guarded = rows[srv.url("/guarded")]
+    assert (guarded.render, guarded.render_refused) == ("browser", 1), guarded
+    assert refused == 1  # by the SSRF guard: 10.0.0.5 is not dialled
+    assert rows[srv.url("/jump")].render == "browser"
+    assert srv.paths().count("/landed") == 1  # by the fetch worker, from the handed link
+    endless = rows[srv.url("/endless")]
+    assert endless.render == "none", endless
+    assert (endless.render_error or "").startswith("render_timeout"), endless
