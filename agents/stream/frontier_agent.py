@@ -157,6 +157,11 @@ class FrontierAgent:
         self.log_start = log_start
         self._order = OffsetOrder()  # for the catch-up markers and the acks
 
+    def first_unapplied(self, topic: str, partition: int) -> int:
+        """Where to read ``topic``/``partition`` again from so that this agent applies its
+        events in order (``OffsetOrder.first_unapplied``; 0: none known)."""
+        return self._order.first_unapplied(topic, partition, self.committed)
+
     async def handle(self, where: Where, value: bytes | None) -> None:
         """Apply one event (a batch of one, see ``handle_batch``)."""
         await self.handle_batch([(where, value)])

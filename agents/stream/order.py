@@ -67,6 +67,13 @@ class OffsetOrder:
         self.applied[key] = max(upto, where.offset + 1)
         return True
 
+    def first_unapplied(self, topic: str, partition: int, committed: Committed) -> int:
+        """The offset from which ``topic``/``partition`` must be read again for its events to
+        be applied in order: past those applied here and those before the committed offset
+        (0: none known)."""
+        key = (topic, partition)
+        return max(self.applied.get(key, 0), committed(*key) or 0)
+
     async def look_up_start(self, where: Where, log_start: LogStart | None) -> bool:
         """Look up the log start of ``where``'s partition, unless it was less than
         ``LOG_START_TTL`` ago; whether it was. A failed look-up is logged and changes nothing

@@ -113,11 +113,14 @@ async def send_marker(
     unstick: Callable[[int], None],
 ) -> None:
     """Send the marker ``token`` to ``partition`` with ``mark``; if it has not come back after
-    ``MARKER_PATIENCE`` seconds, ask the consumer to fetch the partition again (``unstick``)
-    and send it again, until it is back or the partition was revoked.
+    ``MARKER_PATIENCE`` seconds, ask the consumer to fetch the partition again from the first
+    offset the frontier agent has not applied (``unstick``) and send it again, until it is
+    back or the partition was revoked.
 
     Seen after a ``kill -9`` failover: Faust 0.15 sometimes never delivers one newly
-    assigned partition to the frontier agent, and nothing of that partition is applied.
+    assigned partition to the frontier agent, and nothing of that partition is applied; and
+    after a SIGTERM handover, records of a partition dropped by Faust's recovery seek
+    (``topology/worker/app.py``, ``_unsticker``).
     """
     for attempt in range(MARKER_ATTEMPTS):
         if not own.waiting(partition, token):

@@ -19,6 +19,7 @@ Exactly-once and the ``confluent://`` transport are deliberately not used (docs/
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -98,12 +99,13 @@ def create_app(
     store = TableStore(*(DirectReads(tables[n]) for n in ("seen", "pending", "origins")))
     view = _shared_view(settings, metrics)
     rebalancing = RebalanceGate(app)
+    agent: list[FrontierAgent] = []  # made below, over the fetch service it calls
     fetcher = FetchService(
         store=store,
         view=view,
         publish=publish,
         mark=_marker(out["outcomes"]),
-        unstick=_unsticker(app, settings),
+        unstick=_unsticker(app, settings, agent),
         metrics=metrics,
         partitions=settings.partitions,
         concurrency=settings.concurrency,
@@ -115,6 +117,7 @@ def create_app(
         render_wait=settings.render_wait,
     )
     frontier = _frontier_agent(app, settings, store, view, publish, fetcher, metrics, tables)
+    agent.append(frontier)
     _add_frontier_agent(app, settings, topic, frontier, fetcher, metrics)
     sinker = _sink_consumer(settings, sink, view, metrics)
     health, close_probe = _health(settings, metrics, sinker)
@@ -245,15 +248,46 @@ def _marker(outcomes: Any) -> Callable[[int, bytes], Awaitable[None]]:
     return mark
 
 
-def _unsticker(app: faust.App, settings: Settings) -> Callable[[int], None]:
-    """The fetch service's ``unstick``."""
+def _unsticker(
+    app: faust.App, settings: Settings, agent: Sequence[FrontierAgent]
+) -> Callable[[int], None]:
+    """The fetch service's ``unstick``, over the frontier agent (``agent[0]``, once made)."""
+    seeks: set[asyncio.Future[None]] = set()
 
     def unstick(partition: int) -> None:
-        """Put the frontier agent's input partitions back among those the consumer fetches."""
+        """Put the frontier agent's input partitions back among those the consumer fetches,
+        and read each again from the first offset the agent has not applied in order.
+
+        Faust's recovery seek (``Consumer.perform_seek``) seeks partition after partition in
+        the consumer's thread, a committed-offset round trip each, and only then sets its read
+        offsets: a partition's records fetched again in between, below the offset it had read
+        before the seek, are dropped as read already (``Consumer.getmany``), so the agent
+        never gets them and refuses every catch-up marker after them (seen after a SIGTERM
+        handover: one partition's origins never dispatched again). ``seek_wait`` sets the
+        read offset with the seek."""
         tps = {TP(topic_name(settings, short), partition) for short in FRONTIER_INPUTS}
         app.consumer.resume_partitions(tps)
+        if not agent:
+            return
+        offsets = {tp: agent[0].first_unapplied(tp.topic, tp.partition) for tp in tps}
+        again = {tp: offset for tp, offset in offsets.items() if offset > 0}
+        if again:
+            seek = asyncio.ensure_future(app.consumer.seek_wait(again))
+            seeks.add(seek)
+            seek.add_done_callback(partial(_sought, seeks, partition))
 
     return unstick
+
+
+def _sought(seeks: set[asyncio.Future[None]], partition: int, seek: asyncio.Future[None]) -> None:
+    seeks.discard(seek)
+    if not seek.cancelled() and seek.exception() is not None:
+        log.warning(  # revoked meanwhile, or the broker away: the next attempt seeks again
+            "cannot seek partition %s to read it again: %r",
+            partition,
+            seek.exception(),
+            extra={"partition": partition},
+        )
 
 
 def _table(app: faust.App, settings: Settings, name: str) -> Any:
