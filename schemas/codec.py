@@ -16,9 +16,9 @@ import msgspec
 
 from streamcrawl.schemas.records import SCHEMA_VERSION, WIRE_RECORDS
 
-# Version 1 to 7 records (from producers not yet upgraded) decode into the same Structs (the
+# Version 1 to 6 records (from producers not yet upgraded) decode into the same Structs (the
 # fields added since take their defaults) and are held to the current bounds.
-KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, 7, SCHEMA_VERSION})
+KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, SCHEMA_VERSION})
 
 _encoder = msgspec.json.Encoder()
 _decoders: dict[str, msgspec.json.Decoder[Any]] = {

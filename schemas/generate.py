@@ -29,7 +29,6 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 _KEYS = {
     "control": ("crawl_id", "the crawl id as UTF-8 bytes; the topic is compacted by it"),
-    "grants": ("worker_id", "the id of the render worker the grant answers, as UTF-8 bytes"),
 }
 _ORIGIN_KEY = ("origin", "the origin scheme://host[:port] (lowercase, IDNA) as UTF-8 bytes")
 _TOPIC_CONFIGS = {

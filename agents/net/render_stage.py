@@ -52,9 +52,7 @@ class RenderStage:
         if recorder is not None:
             recorder.exchanges = list(req.exchanges)
         result = handed_result(req)
-        view = await render_view(
-            renderer, self.stages.session, d, result, request, recorder, self.stages.others
-        )
+        view = await render_view(renderer, self.stages.session, d, result, request, recorder)
         return self._report(req, rules, result, view, request.set_cookies, recorder)
 
     def http_copy(self, req: RenderRequest, rules: CrawlRules, error: str) -> Report:

@@ -1,9 +1,5 @@
 """The frontier agent's body: the single writer of the ``seen``/``pending``/``origins`` tables.
 
-It also reads ``slots`` (claims and returns of loans of its origins' slots, keyed by origin as
-the other two): they change no table, and go to the scheduler's ``Leases`` in event order
-(``agents/stream/slot_leases.py``).
-
 ``FrontierAgent.handle_batch`` applies a batch of events of ``frontier`` and ``outcomes`` (same
 origin key, same partition count, so an origin's batches and outcomes meet in one partition, in
 order); ``handle`` is a batch of one:
@@ -68,7 +64,6 @@ from streamcrawl.schemas.records import (
     FrontierBatch,
     OriginState,
     Outcome,
-    SlotMessage,
     UrlStatus,
 )
 
@@ -115,8 +110,6 @@ class SchedulerHook(Protocol):
     def applied(self, origin: str, seq: int, state: OriginState) -> None: ...
 
     def caught_up(self, partition: int, token: bytes) -> None: ...
-
-    def slot(self, message: SlotMessage) -> None: ...
 
 
 # A catch-up marker on ``outcomes``: sent by a worker to a partition it was just assigned; when
@@ -210,12 +203,10 @@ class FrontierAgent:
 
     def _decode(
         self, short: str, where: Where, value: bytes | None
-    ) -> Outcome | FrontierBatch | SlotMessage | None:
+    ) -> Outcome | FrontierBatch | None:
         """The event's record; None (logged, counted) for a message that is not one."""
         try:
-            record: Outcome | FrontierBatch | SlotMessage = decode(
-                short, value if value is not None else b""
-            )
+            record: Outcome | FrontierBatch = decode(short, value if value is not None else b"")
         except BadMessage as exc:
             self.metrics.bad_messages.labels(short).inc()
             log.warning(
@@ -246,10 +237,6 @@ class FrontierAgent:
                 extra=where.extra(origin),
             )
             batch.send(short, [(origin.encode(), encode(record))])
-            return
-        if isinstance(record, SlotMessage):  # no table state: the scheduler's, after the batch
-            part = batch.part(where.partition, self.store)
-            part.after.append(partial(self.hook.slot, record))
             return
         rules = await self.view.wait_rules(record.crawl_id, self.spec_wait)
         if rules is None:

@@ -39,8 +39,6 @@ from streamcrawl.schemas.records import (
     QueueEntry,
     RenderRequest,
     SetCookie,
-    SlotGrant,
-    SlotMessage,
     TerminalState,
     UrlRef,
     UrlStatus,
@@ -170,23 +168,6 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
             dispatched_at=1.0, expires_at=121.0,
         ),
     ],
-    "slots": [
-        SlotMessage(
-            kind="claim", claim_id="9f1c", crawl_id="c1", origin="https://example.org",
-            worker_id="w1", not_after=12.5,
-        ),
-        SlotMessage(
-            kind="return", claim_id="9f1c", crawl_id="c1", origin="https://example.org",
-            worker_id="w1", sent_at=11.25, delay=1.0,
-        ),
-    ],
-    "grants": [
-        SlotGrant(
-            claim_id="9f1c", crawl_id="c1", origin="https://example.org", worker_id="w1",
-            send_by=14.0, delay=1.0, robots_status=200, robots_body="User-agent: *\nAllow: /\n",
-            robots_expires=86411.0,
-        ),
-    ],
 }  # fmt: skip
 
 
@@ -252,8 +233,8 @@ def test_earlier_versions_stay_published_and_their_records_still_decode(
     assert decode(topic, json.dumps(value)) == msgspec.structs.replace(SAMPLES[topic][0], v=version)
 
 
-def test_versions_1_to_8_are_accepted() -> None:
-    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5, 6, 7, 8] and SCHEMA_VERSION == 8
+def test_versions_1_to_7_are_accepted() -> None:
+    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5, 6, 7] and SCHEMA_VERSION == 7
 
 
 @pytest.mark.parametrize("version", [v for v in FROZEN if v < 3])
@@ -371,8 +352,7 @@ def test_index_names_every_topic_and_its_schema_file() -> None:
     for topic, entry in index["topics"].items():
         assert (generate.JSON_DIR / entry["schema"]).is_file()
         assert entry["value"] == {"encoding": "json", "charset": "utf-8"}
-        keys = {"control": "crawl_id", "grants": "worker_id"}
-        assert entry["key"]["format"] == keys.get(topic, "origin")
+        assert entry["key"]["format"] == ("crawl_id" if topic == "control" else "origin")
     assert index["topics"]["pages"]["compression"] == "zstd"
     assert index["topics"]["control"]["cleanup_policy"] == "compact"
 

@@ -255,7 +255,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         ),
         (
             "other-prefix-worker",
-            ["other-prefix.frontier", "other-prefix.outcomes", "other-prefix.slots"],
+            ["other-prefix.frontier", "other-prefix.outcomes"],
             "other-prefix.control",
         ),
     ),
@@ -280,7 +280,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, Observe, Any]] = {
         ),
         (
             "streamcrawl-g2-worker",
-            ["streamcrawl.g2.frontier", "streamcrawl.g2.outcomes", "streamcrawl.g2.slots"],
+            ["streamcrawl.g2.frontier", "streamcrawl.g2.outcomes"],
             "streamcrawl.pages",
         ),
     ),

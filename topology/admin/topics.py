@@ -16,11 +16,6 @@ Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partiti
 ``<prefix>.render``    RenderRequest (a fetched page a crawl renders), keyed by origin; zstd,
                        ``max.message.bytes`` as ``pages``; read by ``streamcrawl render-worker``
                        (group ``render_group``)
-``<prefix>.slots``     SlotMessage (a render worker's claim or return of a loan of an origin's
-                       politeness slot), keyed by origin; read by the frontier agent of the
-                       origin's owner with ``frontier`` and ``outcomes``
-``<prefix>.grants``    SlotGrant (the owner's loan), keyed by the render worker's id; each render
-                       worker reads its own key's partition, in no group
 =====================  =========================================================================
 
 Each also gets ``min.insync.replicas`` from the settings (``durability_configs``), as do Faust's
@@ -60,18 +55,7 @@ from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TOPICS = (
-    "frontier",
-    "outcomes",
-    "pages",
-    "status",
-    "control",
-    "counts",
-    "captures",
-    "render",
-    "slots",
-    "grants",
-)
+TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts", "captures", "render")
 # Faust's table changelogs. Created here, not left to the worker: a worker that creates them
 # itself can read the broker's metadata before the new topic is in it and then crash-loops on
 # "changelog topic has 0 partitions" (seen with a KRaft broker).
@@ -82,7 +66,7 @@ CONNECT_TIMEOUT_S = 10.0
 # The topics whose partitions are the frontier's (an origin's partition is its murmur2 mod the
 # count, and the tables are co-partitioned with them): each generation of `admin reshard` has
 # its own (``<prefix>.g<N>.<short>``); the others keep their names across generations.
-GENERATION_TOPICS = ("frontier", "outcomes", "counts", "budget", "slots")
+GENERATION_TOPICS = ("frontier", "outcomes", "counts", "budget")
 
 
 def topic_name(settings: Settings, short: str) -> str:

@@ -3,8 +3,7 @@
 Wiring only (docs/architecture.md, "The Kafka topology"); the crawl logic is in the pure
 stages. One ``create_app`` call per worker (no module-level app):
 
-- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``
-  (and ``slots``, render workers' claims of its origins' slots);
+- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
 - ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
 - the sink: a plain consumer of ``pages`` + ``status`` in its own group ``<prefix>-sink``
   (when ``settings.sink_enabled``);
@@ -71,9 +70,8 @@ from streamcrawl.topology.worker.table_stores import RocksTable
 log = logging.getLogger(__name__)
 
 # The frontier agent's inputs: same key (origin) and partition count, so Faust assigns an
-# origin's partition of all three to one worker, its owner (``slots``: loans of its slots,
-# agents/stream/slot_leases.py).
-FRONTIER_INPUTS = ("frontier", "outcomes", "slots")
+# origin's partition of both to one worker, its owner.
+FRONTIER_INPUTS = ("frontier", "outcomes")
 HEALTH_STALE = 30.0  # /healthz fails when the dispatch loop has not run for this long
 
 
@@ -347,14 +345,14 @@ def _add_frontier_agent(
     fetcher: FetchService,
     metrics: Metrics,
 ) -> None:
-    """The Faust agent ``frontier`` over ``frontier`` + ``outcomes`` + ``slots`` (same key and
-    partition count: co-partitioned), concurrency 1."""
+    """The Faust agent ``frontier`` over ``frontier`` + ``outcomes``, concurrency 1."""
+    frontier_topic = topic_name(settings, "frontier")
 
-    @app.agent(topic(*FRONTIER_INPUTS, internal=False), name="frontier", concurrency=1)
+    @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
         # Batches of what is buffered, acknowledged once durable (topology/worker/batching.py); an
         # event the stream skipped is never acknowledged (topology/worker/acks.py).
-        inputs = {topic_name(settings, short) for short in FRONTIER_INPUTS}
+        inputs = {frontier_topic, topic_name(settings, "outcomes")}
         refuse_untracked_acks(app.consumer, inputs)
         seek_uncommitted_to_start(app.consumer, inputs)
         await run_batches(
