@@ -14,15 +14,21 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from streamcrawl.schemas.records import SCHEMA_VERSION, WIRE_RECORDS
+from streamcrawl.schemas.records import ALSO_ON, SCHEMA_VERSION, WIRE_RECORDS
 
-# Version 1 to 6 records (from producers not yet upgraded) decode into the same Structs (the
+# Version 1 to 7 records (from producers not yet upgraded) decode into the same Structs (the
 # fields added since take their defaults) and are held to the current bounds.
-KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, SCHEMA_VERSION})
+KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, 7, SCHEMA_VERSION})
 
 _encoder = msgspec.json.Encoder()
 _decoders: dict[str, msgspec.json.Decoder[Any]] = {
     topic: msgspec.json.Decoder(record) for topic, record in WIRE_RECORDS.items()
+}
+# A topic's other records (``records.ALSO_ON``), tried in order when its first does not fit,
+# each with the version that introduced it there.
+_also: dict[str, tuple[tuple[msgspec.json.Decoder[Any], int], ...]] = {
+    topic: tuple((msgspec.json.Decoder(record), since) for record, since in others)
+    for topic, others in ALSO_ON.items()
 }
 
 
@@ -77,21 +83,36 @@ def topic_record(topic: str) -> str:
 def decode(topic: str, data: bytes | bytearray | memoryview | str) -> Any:
     """Decode one value of ``topic`` into its record; raises ``BadMessage`` if it cannot.
 
-    The returned object is an instance of ``WIRE_RECORDS[topic]`` whose ``v`` is a known
-    version. Unknown fields are ignored (a newer writer may add optional fields without a version
-    bump); missing required fields, wrong types and unknown versions are rejected.
+    The returned object is an instance of ``WIRE_RECORDS[topic]`` (or, when that does not fit,
+    of one of the topic's other records, ``records.ALSO_ON``, of a version that has it) whose
+    ``v`` is a known version. Unknown fields are ignored (a newer writer may add optional fields
+    without a version bump); missing required fields, wrong types and unknown versions are rejected.
     """
     short = topic_record(topic)
     try:
         record = _decoders[short].decode(data)
     except msgspec.DecodeError as exc:
-        raise _bad(short, data, exc) from None
+        record = _other(short, data)
+        if record is None:  # the error said is the first record's: the topic's own
+            raise _bad(short, data, exc) from None
     if record.v not in KNOWN_VERSIONS:
         raise BadMessage(
             f"bad {short} message: unknown schema version v={record.v!r}",
             crawl_id=_shorten(getattr(record, "crawl_id", None)),
         )
     return record
+
+
+def _other(short: str, data: bytes | bytearray | memoryview | str) -> Any:
+    """The value as one of the topic's other records, of a version that has it; else None."""
+    for decoder, since in _also.get(short, ()):
+        try:
+            record = decoder.decode(data)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(record.v, int) and record.v >= since:
+            return record
+    return None
 
 
 def check(record: R) -> R:

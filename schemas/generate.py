@@ -22,13 +22,14 @@ from typing import Any
 import msgspec
 
 from streamcrawl.schemas.codec import KNOWN_VERSIONS
-from streamcrawl.schemas.records import SCHEMA_VERSION, WIRE_RECORDS
+from streamcrawl.schemas.records import ALSO_ON, SCHEMA_VERSION, WIRE_RECORDS
 
 JSON_DIR = Path(__file__).parent / "json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 _KEYS = {
     "control": ("crawl_id", "the crawl id as UTF-8 bytes; the topic is compacted by it"),
+    "grants": ("worker_id", "the id of the render worker the grant answers, as UTF-8 bytes"),
 }
 _ORIGIN_KEY = ("origin", "the origin scheme://host[:port] (lowercase, IDNA) as UTF-8 bytes")
 _TOPIC_CONFIGS = {
@@ -45,21 +46,28 @@ def schema_file(topic: str) -> str:
 
 
 def record_schema(topic: str) -> dict[str, Any]:
-    """The JSON Schema (2020-12) of the value of ``topic``; ``v`` is pinned to the version."""
-    record = WIRE_RECORDS[topic]
-    schema = msgspec.json.schema(record)
-    name = record.__name__
-    definition = schema["$defs"][name]
-    definition["properties"]["v"] = {
-        "const": SCHEMA_VERSION,
-        "default": SCHEMA_VERSION,
-        "description": "Schema version; readers reject versions they do not know.",
-    }
+    """The JSON Schema (2020-12) of the value of ``topic``; ``v`` is pinned to the version. A
+    topic with other records (``records.ALSO_ON``) takes one of them (``oneOf``)."""
+    records = [WIRE_RECORDS[topic], *(record for record, _since in ALSO_ON.get(topic, ()))]
+    names = [record.__name__ for record in records]
+    if len(records) == 1:
+        shape: dict[str, Any] = msgspec.json.schema(records[0])
+        description = (records[0].__doc__ or "").strip().splitlines()[0]
+    else:
+        refs, defs = msgspec.json.schema_components(records, ref_template="#/$defs/{name}")
+        shape = {"oneOf": list(refs), "$defs": defs}
+        description = f"One of {', '.join(names)}, told apart by ``kind``; each in $defs."
+    for name in names:
+        shape["$defs"][name]["properties"]["v"] = {
+            "const": SCHEMA_VERSION,
+            "default": SCHEMA_VERSION,
+            "description": "Schema version; readers reject versions they do not know.",
+        }
     return {
         "$schema": DIALECT,
-        "title": f"{topic} v{SCHEMA_VERSION} ({name})",
-        "description": (record.__doc__ or "").strip().splitlines()[0],
-        **schema,
+        "title": f"{topic} v{SCHEMA_VERSION} ({' | '.join(names)})",
+        "description": description,
+        **shape,
     }
 
 
@@ -73,6 +81,7 @@ def index() -> dict[str, Any]:
             "topic": f"<prefix>.{topic}",
             "schema": schema_file(topic),
             "record": f"streamcrawl.schemas.records.{record.__name__}",
+            **_also_records(topic),
             "key": {"format": key, "encoding": "utf-8", "description": key_doc},
             "partitioner": "murmur2 of the key bytes (Kafka's Java default; librdkafka: "
             "murmur2_random)",
@@ -84,6 +93,19 @@ def index() -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "accepted_versions": sorted(KNOWN_VERSIONS),
         "topics": topics,
+    }
+
+
+def _also_records(topic: str) -> dict[str, Any]:
+    """The index's ``also``: a topic's other records, with the version that brought each."""
+    others = ALSO_ON.get(topic, ())
+    if not others:
+        return {}
+    return {
+        "also": [
+            {"record": f"streamcrawl.schemas.records.{record.__name__}", "since": since}
+            for record, since in others
+        ]
     }
 
 

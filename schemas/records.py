@@ -54,7 +54,12 @@ from msgspec import Meta
 # v7, the Kafka wiring's render stage: the ``render`` topic, whose ``RenderRequest`` records carry
 # a fetched page a fetch worker hands to the render workers (docs/rendering.md, "The Kafka
 # wiring"); a topic between the project's own processes, published with the others.
-SCHEMA_VERSION = 7
+# v8, slot leases of the Kafka wiring (docs/rendering.md, "Other origins in the Kafka wiring"):
+# ``SlotMessage`` records on ``outcomes`` (a second record of that topic, told apart by its
+# ``kind``) ask the owner of an origin's partition for a loan of its politeness slot and give it
+# back, and the ``grants`` topic, whose ``SlotGrant`` records are its answers; between the
+# project's own processes. v1-v7 records are still accepted (no other record changed).
+SCHEMA_VERSION = 8
 
 
 class TerminalState(enum.StrEnum):
@@ -811,6 +816,50 @@ class RenderRequest(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float
 
 
+SlotKind = Literal["claim", "return"]
+
+
+class SlotMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A render worker's request for a loan of ``origin``'s slot, on ``outcomes`` keyed by
+    origin (v8), read by the worker that owns the origin's partition (docs/rendering.md); its
+    ``kind`` tells it from an ``Outcome``, the topic's other record.
+
+    ``claim``: lend the slot to the request ``claim_id`` of worker ``worker_id`` (answered by a
+    ``SlotGrant`` on ``grants`` keyed by ``worker_id``); ignored past ``not_after``, when the
+    worker has stopped waiting. ``return``: the loan of ``claim_id`` ended, its request on the
+    wire at ``sent_at`` (null: never sent; a claim not granted yet is withdrawn); ``delay``:
+    the delay the borrower read (the origin's robots.txt may say more than its owner knows).
+    Never a header, cookie or credential: the render worker holds its own."""
+
+    v: int = SCHEMA_VERSION
+    kind: SlotKind
+    claim_id: Annotated[str, Meta(min_length=1, max_length=64)]
+    crawl_id: CrawlId
+    origin: Origin
+    worker_id: Annotated[str, Meta(min_length=1, max_length=64)]
+    not_after: float = 0.0
+    sent_at: float | None = None
+    delay: Annotated[float, Meta(ge=0.0)] = 0.0
+
+
+class SlotGrant(msgspec.Struct, frozen=True, kw_only=True):
+    """The owner's loan of ``origin``'s slot to the claim ``claim_id``, on ``grants`` keyed by
+    ``worker_id`` (v8): its request may be sent until ``send_by``, then ``delay`` seconds hold
+    the origin's next one (from its ``sent_at``); the origin's robots.txt as the owner holds it
+    (``robots_expires`` 0: it holds none fresh, the borrower fetches it in this loan)."""
+
+    v: int = SCHEMA_VERSION
+    claim_id: Annotated[str, Meta(min_length=1, max_length=64)]
+    crawl_id: CrawlId
+    origin: Origin
+    worker_id: Annotated[str, Meta(min_length=1, max_length=64)]
+    send_by: float
+    delay: Annotated[float, Meta(ge=0.0)]
+    robots_status: int | None = None
+    robots_body: str | None = None
+    robots_expires: float = 0.0
+
+
 WIRE_RECORDS: dict[str, type[msgspec.Struct]] = {
     "control": CrawlPolicy,
     "frontier": FrontierBatch,
@@ -819,6 +868,12 @@ WIRE_RECORDS: dict[str, type[msgspec.Struct]] = {
     "status": UrlStatus,
     "captures": Capture,
     "render": RenderRequest,
+    "grants": SlotGrant,
+}
+# A topic's other records, told apart from its first by a field's values (``kind``): a value
+# that is not its first record is decoded as these, in order, from the version named.
+ALSO_ON: dict[str, tuple[tuple[type[msgspec.Struct], int], ...]] = {
+    "outcomes": ((SlotMessage, 8),),
 }
 # The schema version that introduced a topic: its earlier versions publish no schema for it.
-TOPIC_SINCE: dict[str, int] = {"captures": 5, "render": 7}
+TOPIC_SINCE: dict[str, int] = {"captures": 5, "render": 7, "grants": 8}

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from streamcrawl.agents.net.fetch import make_session
 from streamcrawl.agents.net.network import Network
-from streamcrawl.agents.net.other_origins import OtherOrigins, SlotOwner
+from streamcrawl.agents.net.other_origins import Lender, LocalLender, OtherOrigins, SlotOwner
 from streamcrawl.agents.net.stages import SeenCheck, Stages
 from streamcrawl.agents.render.browser import Renderer, RenderSettings
 
@@ -48,6 +48,7 @@ class CrawlCore:
         render: bool = False,
         render_wait: float | None = None,
         owner: SlotOwner | None = None,
+        lender: Lender | None = None,
     ) -> Stages:
         """The stages of this process, over a new HTTP session (``Stages.close`` closes it).
         ``allow``: addresses the guard also allows (an embedded crawl's own seeds); ``render``:
@@ -56,7 +57,9 @@ class CrawlCore:
         (the Kafka fetch worker: it never starts a browser); ``owner`` (with ``render``): the
         owner of every origin's slot (the embedded crawl's scheduler), which lends a render's
         subrequest another origin's slot (``agents/net/other_origins.py``; without it such a
-        subrequest is refused). Call it inside a running event loop."""
+        subrequest is refused); ``lender`` (with ``render``, instead of ``owner``): who lends it
+        when the process owns no slot (the Kafka render worker: the origin's owner, over
+        Kafka). Call it inside a running event loop."""
         allowed = tuple(allow)
         guard = self.network.guard.with_addresses(allowed) if allowed else self.network.guard
         session = make_session(
@@ -67,7 +70,9 @@ class CrawlCore:
         )
         renderer = self.renderer() if render else None
         others = None
-        if renderer is not None and owner is not None:
+        if owner is not None:
+            lender = LocalLender(owner)
+        if renderer is not None and lender is not None:
             wait = renderer.settings.settle_timeout  # a subrequest's wait for another slot
-            others = OtherOrigins(owner, session, self.network, wait)
+            others = OtherOrigins(lender, session, self.network, wait)
         return Stages(session, seen, self.network, renderer, render_wait=render_wait, others=others)

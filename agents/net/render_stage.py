@@ -52,7 +52,9 @@ class RenderStage:
         if recorder is not None:
             recorder.exchanges = list(req.exchanges)
         result = handed_result(req)
-        view = await render_view(renderer, self.stages.session, d, result, request, recorder)
+        view = await render_view(
+            renderer, self.stages.session, d, result, request, recorder, self.stages.others
+        )
         return self._report(req, rules, result, view, request.set_cookies, recorder)
 
     def http_copy(self, req: RenderRequest, rules: CrawlRules, error: str) -> Report:

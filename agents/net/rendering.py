@@ -95,7 +95,7 @@ async def render_view(
     a failed render is a view without ``html``. ``others``: how subrequests to other origins
     are made (None: they are refused, ``cross_origin``)."""
     serve = Subrequests(session, d, request, recorder, last_sent=result.sent_at, others=others)
-    if others is not None:  # the page's fetch ended: its subrequests borrow the origin's slot
+    if others is not None and others.owner.lends_own:  # its subrequests borrow the slot
         others.owner.fetched(d.origin, d.seq, result.sent_at)
     document = Served(result.status, dict(result.headers), result.body)
     try:

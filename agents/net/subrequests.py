@@ -8,18 +8,19 @@ crawl's recorder archives it (a request/response pair in the WARC, as for the pa
 
 The rule (docs/rendering.md, "The network path"):
 
-- same origin as the page, unless the wiring owns every origin's slot (``OtherOrigins``, the
-  embedded crawl): without it a subrequest to another origin is refused (``cross_origin``), it
-  would need that origin's robots.txt and its own politeness slot; with it, a subrequest to
-  another origin in the crawl's asset scope (else ``scope``) is fetched in that origin's slot,
-  under its robots.txt (``agents/net/other_origins.py``);
+- same origin as the page, unless the wiring can borrow other origins' slots (``OtherOrigins``:
+  the embedded crawl's scheduler lends them, the Kafka render worker borrows them from their
+  owners): without it a subrequest to another origin is refused (``cross_origin``), it would
+  need that origin's robots.txt and its own politeness slot; with it, a subrequest to another
+  origin in the crawl's asset scope (else ``scope``) is fetched in that origin's slot, under
+  its robots.txt (``agents/net/other_origins.py``);
 - robots.txt of the origin is obeyed (``robots``);
 - one at a time, each ``delay`` seconds (the crawl's delay, or robots.txt's Crawl-delay) after
   the previous request to the origin was on the wire, the page's own fetch first: the render
-  holds the origin's slot, and it is as polite as the crawl; with ``OtherOrigins``, the page's
-  own origin's subrequests too are sent in loans of its slot (the owner freed it when the
-  page's fetch ended), so that two pages rendered at once, each fetching from the other's
-  origin, do not wait for each other's render to end;
+  holds the origin's slot, and it is as polite as the crawl; with ``OtherOrigins`` whose lender
+  lends the page's own origin (the embedded crawl), its subrequests too are sent in loans of
+  its slot (the owner freed it when the page's fetch ended), so that two pages rendered at
+  once, each fetching from the other's origin, do not wait for each other's render to end;
 - a redirect is followed within the origin only; an error is the fetch's error class
   (``blocked``: the guard refused the address, ``timeout``, ``http_4xx``...).
 """
@@ -176,7 +177,7 @@ class Subrequests:
         return None
 
     async def _fetch(self, url: str) -> Served | str:
-        if self.others is not None:  # the owner of the origin's slot lends it (module doc)
+        if self.others is not None and self.others.owner.lends_own:  # lent (module doc)
             robots = self.d.robots or RobotsRules.allow_everything()
             answer, sent = await self.others.send(
                 url, self.d.origin, self.d.rules, self.policy, self.recorder, self.request, robots

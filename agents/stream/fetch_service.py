@@ -21,6 +21,12 @@ URLs stay at the queue heads), ``assigned`` with the new assignment, ``rebuild``
 after table recovery for the partitions newly owned (a catch-up marker first; then each origin
 waits one delay: the previous owner may just have fetched it; at most ``max_origins`` origins
 in memory, the others found in the table later by ``agents.stream.origin_index.Refill``).
+
+It also lends its origins' slots to render workers' subrequests (``agents.stream.slot_leases``):
+the frontier agent hands it the claims and returns read on ``outcomes`` (``slot``), the dispatch
+loop lends and publishes the grants on ``grants``. Since a previous owner's loans are not
+known here, while a crawl renders an origin taken over counts as fetched ``LEASE_WINDOW``
+after the takeover (no crawl renders: no loan, no wait).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import msgspec
 from mode import Service
 
 from streamcrawl.agents.errors import ErrorClass
-from streamcrawl.agents.frontier.scheduler import Dispatch, Scheduler
+from streamcrawl.agents.frontier.scheduler import LEND_POLL, Dispatch, Scheduler
 from streamcrawl.agents.frontier.store import ORIGINS
 from streamcrawl.agents.net.core import CrawlCore
 from streamcrawl.agents.net.dispatch import Dispatcher, Ended
@@ -50,9 +56,17 @@ from streamcrawl.agents.stream.messages import report_messages
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.origin_index import Refill
 from streamcrawl.agents.stream.ownership import Ownership, send_marker
+from streamcrawl.agents.stream.slot_leases import LEASE_WINDOW, Leases
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import encode
-from streamcrawl.schemas.records import CrawlPolicy, OriginState, Outcome, RenderRequest
+from streamcrawl.schemas.records import (
+    CrawlPolicy,
+    OriginState,
+    Outcome,
+    RenderRequest,
+    SlotGrant,
+    SlotMessage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +109,7 @@ class FetchService(Service):
         super().__init__(**kwargs)
         self.render_wait = render_wait  # a render holds its origin's slot at most this long
         self._renders: dict[tuple[str, int], asyncio.Future[None]] = {}
-        # The stages' factory over the process's network (default: public addresses only).
-        self.core = core if core is not None else CrawlCore(Network())
+        self.core = core or CrawlCore(Network())  # stages' factory; default: public addresses
         self.store = store
         self.view = view
         self.publish = publish
@@ -125,6 +138,7 @@ class FetchService(Service):
         self.page_bytes = page_bytes  # max message size of the pages topic
         self._publish_errors = 0  # consecutive reports that could not be published at all
         self.scheduler = Scheduler(store, view.rules, max_origins=max_origins)
+        self.leases = Leases(self.scheduler, view.rules)  # loans to render workers
         view.listeners.append(self._respec)
         self.refill = Refill(lambda: store.walk(ORIGINS), self.scheduler, partitions)
         self.stopping = False
@@ -138,8 +152,18 @@ class FetchService(Service):
         return self.since_of(partition_for(origin, self.partitions)) is not None
 
     def since_of(self, partition: int) -> float | None:
-        """When the origins of ``partition`` were indexed here; None: not dispatched here."""
-        return self.own.since_of(partition)
+        """When the origins of ``partition`` count as last fetched by a previous owner: when
+        they were indexed here, plus, while a crawl renders, the ``LEASE_WINDOW`` in which a
+        loan it granted may still be sent; None: not dispatched here."""
+        since = self.own.since_of(partition)
+        if since is None or not self._lending():
+            return since
+        return since + LEASE_WINDOW
+
+    def _lending(self) -> bool:
+        """Whether a crawl renders: only a render's subrequest borrows a slot, so without one
+        no previous owner can have lent one, and a takeover costs no lease window."""
+        return any(policy.render != "never" for policy in self.view.policies.values())
 
     @property
     def owned(self) -> set[int]:
@@ -148,8 +172,9 @@ class FetchService(Service):
 
     def admitted(self, state: OriginState) -> None:
         """URLs were queued for ``state.origin`` (an origin of a partition we own)."""
-        if self._active(state.origin):
-            self.scheduler.track(state)
+        since = self.since_of(self._owner(state.origin))
+        if since is not None:  # an origin new here may have been lent by a previous owner
+            self.scheduler.track(state, assumed_start=since)
             self.dispatcher.wake()
 
     def waiting_on_apply(self) -> bool:
@@ -173,6 +198,19 @@ class FetchService(Service):
                 )
             self.scheduler.done(origin, seq, state)
             self.dispatcher.wake()
+
+    def slot(self, message: SlotMessage) -> None:
+        """A claim or return of a loan of one of our origins' slots (``Leases.received``)."""
+        grant = self.leases.received(message, time.time())
+        if grant is not None:  # a replayed claim: its grant again
+            self._grant([grant])
+        self.dispatcher.wake()
+
+    def _grant(self, grants: Sequence[SlotGrant]) -> None:
+        """Publish ``grants`` in the background (one not delivered expires at the owner)."""
+        items = [(g.worker_id.encode(), encode(g)) for g in grants]
+        task = asyncio.ensure_future(self.publish("grants", items))
+        task.add_done_callback(_grants_sent)
 
     # -- ownership ------------------------------------------------------------------------------
     def assigned(self, partitions: set[int]) -> None:
@@ -241,6 +279,7 @@ class FetchService(Service):
         """Drop the origins of ``gone`` partitions from memory; how many of their outcomes were
         published but not applied (their next owner applies them before it dispatches)."""
         self.refill.forget(gone)
+        self.leases.forget(lambda origin: self._owner(origin) in gone)
         settling = self.scheduler.settling
         for origin in [o for o in self.scheduler.origins() if self._owner(o) in gone]:
             self.scheduler.forget(origin)
@@ -303,11 +342,19 @@ class FetchService(Service):
                 now = time.time()
                 for d in self.scheduler.take(now, room):
                     self._dispatched(d, now)
+            if not self.halted() and not self.rebalancing():
+                self._lend(time.time())
             self.links.poke()  # what could start has: a flush waiting for reports may go now
             self.metrics.in_flight.set(self.dispatcher.fetching)
             self.metrics.unapplied.set(self.scheduler.settling)
             self.metrics.origins_tracked.set(len(self.scheduler))
             await self._wait()
+
+    def _lend(self, now: float) -> None:
+        """Lend what render workers claimed and may have now; give back expired loans."""
+        grants = self.leases.lend(now, lambda origin: self.since_of(self._owner(origin)))
+        if grants:
+            self._grant(grants)
 
     def _nothing_coming(self) -> bool:
         """No request is being fetched and none may start now: no report can come soon."""
@@ -342,6 +389,8 @@ class FetchService(Service):
         timeout = 1.0 if ready_at is None else min(1.0, max(0.0, ready_at - time.time()))
         if self._room() <= 0:
             timeout = 1.0  # the next dispatch waits for a task to end or a wake-up, not a time
+        if self.leases.waiting():
+            timeout = min(timeout, LEND_POLL)  # a claim may be lent any time
         for ended in await self.dispatcher.wait(timeout):
             self._reap(ended)
 
@@ -481,6 +530,11 @@ class FetchService(Service):
         abandoned = sum(e.abandoned for e in ended)
         if abandoned:
             log.warning("abandoned %d requests in flight (their URLs will be refetched)", abandoned)
+
+
+def _grants_sent(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("grants not published: %s (their loans expire)", task.exception())
 
 
 def default_max_unapplied(concurrency: int) -> int:

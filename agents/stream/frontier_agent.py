@@ -1,5 +1,9 @@
 """The frontier agent's body: the single writer of the ``seen``/``pending``/``origins`` tables.
 
+Among the ``outcomes`` are ``SlotMessage`` records (claims and returns of loans of its origins'
+slots, keyed by origin too): they change no table, and go to the scheduler's ``Leases`` in
+event order (``agents/stream/slot_leases.py``).
+
 ``FrontierAgent.handle_batch`` applies a batch of events of ``frontier`` and ``outcomes`` (same
 origin key, same partition count, so an origin's batches and outcomes meet in one partition, in
 order); ``handle`` is a batch of one:
@@ -64,6 +68,7 @@ from streamcrawl.schemas.records import (
     FrontierBatch,
     OriginState,
     Outcome,
+    SlotMessage,
     UrlStatus,
 )
 
@@ -110,6 +115,8 @@ class SchedulerHook(Protocol):
     def applied(self, origin: str, seq: int, state: OriginState) -> None: ...
 
     def caught_up(self, partition: int, token: bytes) -> None: ...
+
+    def slot(self, message: SlotMessage) -> None: ...
 
 
 # A catch-up marker on ``outcomes``: sent by a worker to a partition it was just assigned; when
@@ -203,10 +210,12 @@ class FrontierAgent:
 
     def _decode(
         self, short: str, where: Where, value: bytes | None
-    ) -> Outcome | FrontierBatch | None:
+    ) -> Outcome | FrontierBatch | SlotMessage | None:
         """The event's record; None (logged, counted) for a message that is not one."""
         try:
-            record: Outcome | FrontierBatch = decode(short, value if value is not None else b"")
+            record: Outcome | FrontierBatch | SlotMessage = decode(
+                short, value if value is not None else b""
+            )
         except BadMessage as exc:
             self.metrics.bad_messages.labels(short).inc()
             log.warning(
@@ -237,6 +246,10 @@ class FrontierAgent:
                 extra=where.extra(origin),
             )
             batch.send(short, [(origin.encode(), encode(record))])
+            return
+        if isinstance(record, SlotMessage):  # no table state: the scheduler's, after the batch
+            part = batch.part(where.partition, self.store)
+            part.after.append(partial(self.hook.slot, record))
             return
         rules = await self.view.wait_rules(record.crawl_id, self.spec_wait)
         if rules is None:

@@ -22,7 +22,16 @@ from streamcrawl.schemas.records import Page
 
 # Label values exported at 0 from the start (as ``metrics.STATUS_CLASSES``).
 RESULTS = ("browser", str(ErrorClass.RENDER_TIMEOUT), str(ErrorClass.RENDER_CRASH), "skipped")
-REFUSALS = ("media", "method", "too_many", "navigation", "cross_origin", "robots")
+REFUSALS = (
+    "media",
+    "method",
+    "too_many",
+    "navigation",
+    "cross_origin",
+    "scope",
+    "robots",
+    "slot_timeout",
+)
 CONSUMED_TOPICS = ("render", "control", "budget")
 _SECONDS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 
@@ -108,7 +117,8 @@ class RendererCollector(Collector):
         refused = CounterMetricFamily(
             "streamcrawl_render_subrequests_refused",
             "A rendered page's requests that were not served, by reason: the render's rules "
-            "(media, method, too_many, navigation) or the crawl's (cross_origin, robots), or "
+            "(media, method, too_many, navigation) or the crawl's (cross_origin, scope, robots, "
+            "slot_timeout), or "
             "the fetch's error class (blocked, timeout, http_4xx...).",
             labels=["reason"],
         )

@@ -22,7 +22,17 @@ from streamcrawl.topology.admin import topics as admin
 from streamcrawl.topology.settings import Settings, load_settings
 
 STREAMCRAWL = str(Path(sys.executable).parent / "streamcrawl")
-SHORT = ("frontier", "outcomes", "pages", "status", "control", "counts", "captures", "render")
+SHORT = (
+    "frontier",
+    "outcomes",
+    "pages",
+    "status",
+    "control",
+    "counts",
+    "captures",
+    "render",
+    "grants",
+)
 
 
 def kafka_settings(bootstrap: str, prefix: str, partitions: int = 3) -> Settings:

@@ -156,10 +156,10 @@ HARD = {
 
 
 def test_a_render_worker_refuses_redirects_and_times_out_as_in_process(cluster: Cluster) -> None:
-    """In the Kafka wiring as in process: a call to an address the guard refuses is refused,
-    counted, and the page still rendered; a script redirect is handed to the frontier as a
-    link (the target crawled, not followed in the browser); an endless script ends
-    ``render_timeout`` with the HTTP copy kept; and the render worker goes on."""
+    """In the Kafka wiring as in process: the guard's refusal is counted and the page still
+    rendered, a script redirect is handed to the frontier as a link (the target crawled, not
+    followed in the browser), an endless script ends ``render_timeout`` with the HTTP copy
+    kept, and the render worker goes on."""
     with RecordingServer(HARD) as srv:
         worker = cluster.start_worker("w1")
         renderer = cluster.start_render_worker("r1")
@@ -174,14 +174,10 @@ def test_a_render_worker_refuses_redirects_and_times_out_as_in_process(cluster: 
                 "SELECT url, render, render_error, render_refused FROM {ks}.pages"
             )
         }
-        refused = renderer.metric(
-            "streamcrawl_render_subrequests_refused_total", reason="cross_origin"
-        )
+        refused = renderer.metric("streamcrawl_render_subrequests_refused_total", reason="blocked")
     guarded = rows[srv.url("/guarded")]
     assert (guarded.render, guarded.render_refused) == ("browser", 1), guarded
-    # Another origin's: refused by rule in this wiring before the guard is asked (the render
-    # worker owns no origin's slot; docs/rendering.md), so 10.0.0.5 is never dialled.
-    assert refused == 1
+    assert refused == 1  # by the SSRF guard: 10.0.0.5 is not dialled
     assert rows[srv.url("/jump")].render == "browser"
     assert srv.paths().count("/landed") == 1  # by the fetch worker, from the handed link
     endless = rows[srv.url("/endless")]

@@ -32,14 +32,14 @@ B_PAGES = [f"/b{n}" for n in range(1, 7)]
 ROBOTS = "User-agent: *\nCrawl-delay: {delay}\nDisallow: /private\n"
 
 
-def app(other: str) -> str:
+def app(other: str, also: tuple[str, ...] = ("/private/secret.json", "/excluded.json")) -> str:
     """A page whose script builds its links from ``other``'s JSON (a CORS fetch), and asks
-    for two files of ``other`` it may not have."""
+    for files of ``other`` it may not have (``also``: by default one its robots.txt refuses
+    and one out of the crawl's scope)."""
+    asks = "".join(f"\n  fetch('{other}{path}').catch(() => null)," for path in also)
     return f"""<title>app</title><div id=root></div><script>
 Promise.all([
-  fetch('{other}/data.json').then(r => r.json()),
-  fetch('{other}/private/secret.json').catch(() => null),
-  fetch('{other}/excluded.json').catch(() => null),
+  fetch('{other}/data.json').then(r => r.json()),{asks}
 ]).then(([urls]) => {{
   root.innerHTML = urls.map(u => `<a href="${{u}}">${{u}}</a>`).join('');
   document.title = 'built';

@@ -28,6 +28,7 @@ ORIGIN = "http://a.test"
 class View:
     def __init__(self, rules: CrawlRules) -> None:
         self._rules = rules
+        self.policies = {rules.policy.crawl_id: rules.policy}
         self.listeners: list[object] = []
 
     def rules(self, crawl_id: str) -> CrawlRules | None:

@@ -15,7 +15,14 @@ from streamcrawl.agents.stream.frontier_agent import FrontierAgent, Where
 from streamcrawl.agents.stream.metrics import Metrics
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.codec import decode, encode
-from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, OriginState, Outcome, UrlRef
+from streamcrawl.schemas.records import (
+    CrawlPolicy,
+    FrontierBatch,
+    OriginState,
+    Outcome,
+    SlotMessage,
+    UrlRef,
+)
 
 ORIGIN = "http://a.test"
 PARTITIONS = 4
@@ -45,6 +52,9 @@ class Hook:
 
     def caught_up(self, partition: int, token: bytes) -> None:
         self.calls.append(("caught_up", partition))
+
+    def slot(self, message: SlotMessage) -> None:
+        self.calls.append(("slot", message))
 
 
 class Publisher:
@@ -244,3 +254,21 @@ def test_a_batch_merged_per_partition_admits_each_origin_here_and_resends_the_ot
     assert {name: dict(t) for name, t in r.tables.items()} == before
     assert sorted(r.publish.statuses(attached=True)) == ended
     assert [s for s, _, _ in r.publish.attached].count("frontier") == 1
+
+
+def test_a_claim_of_a_slot_on_outcomes_goes_to_the_scheduler_and_changes_no_table() -> None:
+    """A render worker's claim travels on ``outcomes`` with its origin's outcomes: the agent
+    hands it to the scheduler's leases (``hook.slot``) and writes no table, for an unknown
+    crawl too (the leases decide); a replay hands it again (the leases are idempotent)."""
+    r = make()
+    seed(r.agent)
+    before = {name: dict(table) for name, table in r.tables.items()}
+    r.hook.calls.clear()
+    claim = SlotMessage(
+        kind="claim", claim_id="k1", crawl_id="c", origin=ORIGIN, worker_id="r1", not_after=9.0
+    )
+    for offset in (3, 3):
+        asyncio.run(r.agent.handle(Where("x.outcomes", HERE, offset), encode(claim)))
+    assert r.hook.calls == [("slot", claim), ("slot", claim)]
+    assert r.tables == before
+    assert r.publish.statuses() == []

@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import pytest
+
 from streamcrawl.agents.frontier.frontier import Frontier
 from streamcrawl.agents.frontier.store import Changes
 from streamcrawl.agents.policy.rules import CrawlRules
 from streamcrawl.agents.stream.fetch_service import FetchService
 from streamcrawl.agents.stream.frontier_agent import MARKER
 from streamcrawl.agents.stream.ownership import Ownership
+from streamcrawl.agents.stream.slot_leases import LEASE_WINDOW
 from streamcrawl.agents.stream.tables import TableStore, partition_for
 from streamcrawl.schemas.records import CrawlPolicy, FrontierBatch, UrlRef
 from tests.unit.test_fetch_service import Stages
@@ -32,9 +35,15 @@ def _store(rules: CrawlRules) -> TableStore:
     return store
 
 
-def _ownership_service() -> tuple[FetchService, list[tuple[int, bytes]]]:
+def _ownership_service(render: str = "never") -> tuple[FetchService, list[tuple[int, bytes]]]:
     assert (partition_for(P0, 4), partition_for(P1, 4)) == (0, 1)
-    policy = CrawlPolicy(crawl_id="c", seeds=(P0 + "/", P1 + "/"), obey_robots=False, delay=0.0)
+    policy = CrawlPolicy(
+        crawl_id="c",
+        seeds=(P0 + "/", P1 + "/"),
+        obey_robots=False,
+        delay=0.0,
+        render=render,  # type: ignore[arg-type]
+    )
     rules = CrawlRules.from_policy(policy)
     marks: list[tuple[int, bytes]] = []
 
@@ -95,11 +104,15 @@ async def test_a_partition_the_assignment_no_longer_names_is_dropped() -> None:
     await svc.stop()
 
 
-async def test_nothing_is_dispatched_once_a_rebalance_has_begun() -> None:
+@pytest.mark.parametrize("render", ["never", "always"])
+async def test_nothing_is_dispatched_once_a_rebalance_has_begun(render: str) -> None:
     """Faust marks the rebalance in aiokafka's revoke callback, ~90 ms before ``revoke`` runs:
     a request dispatched in between ended before ``revoke`` counted it as in flight, with its
-    outcome not applied, and its URL was fetched again."""
-    svc, marks = _ownership_service()
+    outcome not applied, and its URL was fetched again. While a crawl renders, the origins
+    taken over at the recovery also wait the lease window (a previous owner's loan of their
+    slot may be sent in it: agents/stream/slot_leases.py); a crawl that never renders lent
+    nothing, and does not wait it."""
+    svc, marks = _ownership_service(render)
     svc.assigned({0, 1})
     await _recover(svc, marks, {0, 1})
     rebalancing = True
@@ -111,6 +124,10 @@ async def test_nothing_is_dispatched_once_a_rebalance_has_begun() -> None:
         await asyncio.sleep(0.3)
         assert stages.runs == []  # both partitions indexed and ready: nothing starts
         rebalancing = False  # a rebalance that kept them ended
+        if render != "never":
+            await asyncio.sleep(LEASE_WINDOW - 1.0)
+            assert stages.runs == []  # the lease window first
+            await asyncio.sleep(1.0)
         await asyncio.sleep(1.3)  # the loop looks again within a second
         assert len(stages.runs) == 6  # then every queued URL (3 per origin, delay 0)
     finally:

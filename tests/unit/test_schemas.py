@@ -13,6 +13,7 @@ import pytest
 from streamcrawl.schemas import generate
 from streamcrawl.schemas.codec import KNOWN_VERSIONS, BadMessage, decode, encode
 from streamcrawl.schemas.records import (
+    ALSO_ON,
     MAX_ANCHOR_CHARS,
     MAX_EXTRACT_CHARS,
     MAX_EXTRACT_VALUES,
@@ -39,6 +40,8 @@ from streamcrawl.schemas.records import (
     QueueEntry,
     RenderRequest,
     SetCookie,
+    SlotGrant,
+    SlotMessage,
     TerminalState,
     UrlRef,
     UrlStatus,
@@ -91,6 +94,15 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
             url="https://example.org/robots.txt", state="fetched", status=200,
             started_at=1.0, finished_at=1.2, robots_body="User-agent: *\nDisallow: /x\n",
             robots_status=200,
+        ),
+        # the topic's other record (v8): a render worker's claim and return of a loan
+        SlotMessage(
+            kind="claim", claim_id="9f1c", crawl_id="c1", origin="https://example.org",
+            worker_id="w1", not_after=12.5,
+        ),
+        SlotMessage(
+            kind="return", claim_id="9f1c", crawl_id="c1", origin="https://example.org",
+            worker_id="w1", sent_at=11.25, delay=1.0,
         ),
     ],
     "pages": [
@@ -168,6 +180,13 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
             dispatched_at=1.0, expires_at=121.0,
         ),
     ],
+    "grants": [
+        SlotGrant(
+            claim_id="9f1c", crawl_id="c1", origin="https://example.org", worker_id="w1",
+            send_by=14.0, delay=1.0, robots_status=200, robots_body="User-agent: *\nAllow: /\n",
+            robots_expires=86411.0,
+        ),
+    ],
 }  # fmt: skip
 
 
@@ -189,7 +208,31 @@ def as_published(value: dict[str, Any], version: int) -> dict[str, Any]:
 def test_every_wire_record_has_samples() -> None:
     assert set(SAMPLES) == set(WIRE_RECORDS)
     for topic, samples in SAMPLES.items():
-        assert samples and all(type(s) is WIRE_RECORDS[topic] for s in samples)
+        kinds = {WIRE_RECORDS[topic], *(record for record, _since in ALSO_ON.get(topic, ()))}
+        assert samples and {type(s) for s in samples} == kinds
+        assert type(samples[0]) is WIRE_RECORDS[topic]
+
+
+def test_a_slot_message_on_outcomes_is_one_from_v8_on() -> None:
+    """Claims of slots travel on ``outcomes`` (not a topic of their own: a third input of the
+    frontier agent stalled it after handovers); an outcome stays an outcome, a claim before v8
+    is not one, and a bad outcome is named as an outcome."""
+    claim = SAMPLES["outcomes"][-2]
+    assert isinstance(claim, SlotMessage)
+    assert decode("outcomes", encode(claim)) == claim
+    assert type(decode("outcomes", encode(SAMPLES["outcomes"][0]))) is Outcome
+    old = json.loads(encode(claim)) | {"v": 7}
+    with pytest.raises(BadMessage, match=r"bad outcomes message .*field kind.*'claim'"):
+        decode("outcomes", json.dumps(old))
+    with pytest.raises(BadMessage, match="unknown schema version v=99"):
+        decode("outcomes", json.dumps(old | {"v": 99}))
+    bad = json.loads(encode(SAMPLES["outcomes"][0])) | {"kind": "claim"}
+    with pytest.raises(BadMessage, match="bad outcomes message"):
+        decode("outcomes", json.dumps(bad))
+    for value in (json.loads(encode(claim)), json.loads(encode(SAMPLES["outcomes"][0]))):
+        jsonschema.validate(value, load_schema("outcomes"), jsonschema.Draft202012Validator)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, load_schema("outcomes"), jsonschema.Draft202012Validator)
 
 
 def test_committed_files_are_up_to_date() -> None:
@@ -233,8 +276,8 @@ def test_earlier_versions_stay_published_and_their_records_still_decode(
     assert decode(topic, json.dumps(value)) == msgspec.structs.replace(SAMPLES[topic][0], v=version)
 
 
-def test_versions_1_to_7_are_accepted() -> None:
-    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5, 6, 7] and SCHEMA_VERSION == 7
+def test_versions_1_to_8_are_accepted() -> None:
+    assert sorted(KNOWN_VERSIONS) == [1, 2, 3, 4, 5, 6, 7, 8] and SCHEMA_VERSION == 8
 
 
 @pytest.mark.parametrize("version", [v for v in FROZEN if v < 3])
@@ -352,7 +395,8 @@ def test_index_names_every_topic_and_its_schema_file() -> None:
     for topic, entry in index["topics"].items():
         assert (generate.JSON_DIR / entry["schema"]).is_file()
         assert entry["value"] == {"encoding": "json", "charset": "utf-8"}
-        assert entry["key"]["format"] == ("crawl_id" if topic == "control" else "origin")
+        keys = {"control": "crawl_id", "grants": "worker_id"}
+        assert entry["key"]["format"] == keys.get(topic, "origin")
     assert index["topics"]["pages"]["compression"] == "zstd"
     assert index["topics"]["control"]["cleanup_policy"] == "compact"
 

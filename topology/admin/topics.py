@@ -4,7 +4,8 @@ Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partiti
 
 =====================  =========================================================================
 ``<prefix>.frontier``  FrontierBatch, keyed by origin
-``<prefix>.outcomes``  Outcome, keyed by origin
+``<prefix>.outcomes``  Outcome, keyed by origin; and SlotMessage (a render worker's claim or
+                       return of a loan of the origin's politeness slot, read by its owner)
 ``<prefix>.pages``     Page, keyed by origin; zstd, ``max.message.bytes`` from the settings
 ``<prefix>.status``    UrlStatus (terminal URL states), keyed by origin; consumed by the sink
 ``<prefix>.control``   CrawlPolicy keyed by crawl id; ``cleanup.policy=compact``
@@ -16,6 +17,8 @@ Topics (docs/architecture.md, "The Kafka topology"), all with ``settings.partiti
 ``<prefix>.render``    RenderRequest (a fetched page a crawl renders), keyed by origin; zstd,
                        ``max.message.bytes`` as ``pages``; read by ``streamcrawl render-worker``
                        (group ``render_group``)
+``<prefix>.grants``    SlotGrant (the owner's loan), keyed by the render worker's id; each render
+                       worker reads its own key's partition, in no group
 =====================  =========================================================================
 
 Each also gets ``min.insync.replicas`` from the settings (``durability_configs``), as do Faust's
@@ -55,7 +58,17 @@ from streamcrawl.topology.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("frontier", "outcomes", "pages", "status", "control", "counts", "captures", "render")
+TOPICS = (
+    "frontier",
+    "outcomes",
+    "pages",
+    "status",
+    "control",
+    "counts",
+    "captures",
+    "render",
+    "grants",
+)
 # Faust's table changelogs. Created here, not left to the worker: a worker that creates them
 # itself can read the broker's metadata before the new topic is in it and then crash-loops on
 # "changelog topic has 0 partitions" (seen with a KRaft broker).

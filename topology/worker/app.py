@@ -3,7 +3,8 @@
 Wiring only (docs/architecture.md, "The Kafka topology"); the crawl logic is in the pure
 stages. One ``create_app`` call per worker (no module-level app):
 
-- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``;
+- ``frontier`` agent (concurrency 1, the single table writer) over ``frontier`` + ``outcomes``
+  (whose ``SlotMessage`` records are render workers' claims of its origins' slots);
 - ``FetchService``: scheduler + fetcher, reads tables, publishes pages/batches/outcomes;
 - the sink: a plain consumer of ``pages`` + ``status`` in its own group ``<prefix>-sink``
   (when ``settings.sink_enabled``);
@@ -70,7 +71,9 @@ from streamcrawl.topology.worker.table_stores import RocksTable
 log = logging.getLogger(__name__)
 
 # The frontier agent's inputs: same key (origin) and partition count, so Faust assigns an
-# origin's partition of both to one worker, its owner.
+# origin's partition of both to one worker, its owner. Not a third: with render workers'
+# claims of slots on a ``slots`` topic read here too, a partition was left undelivered after a
+# SIGTERM handover in 3 of 7 guarantee-loop runs; they travel on ``outcomes``.
 FRONTIER_INPUTS = ("frontier", "outcomes")
 HEALTH_STALE = 30.0  # /healthz fails when the dispatch loop has not run for this long
 
@@ -345,14 +348,14 @@ def _add_frontier_agent(
     fetcher: FetchService,
     metrics: Metrics,
 ) -> None:
-    """The Faust agent ``frontier`` over ``frontier`` + ``outcomes``, concurrency 1."""
-    frontier_topic = topic_name(settings, "frontier")
+    """The Faust agent ``frontier`` over ``frontier`` + ``outcomes`` (same key and partition
+    count: co-partitioned), concurrency 1."""
 
-    @app.agent(topic("frontier", "outcomes", internal=False), name="frontier", concurrency=1)
+    @app.agent(topic(*FRONTIER_INPUTS, internal=False), name="frontier", concurrency=1)
     async def apply_frontier(stream: Any) -> None:
         # Batches of what is buffered, acknowledged once durable (topology/worker/batching.py); an
         # event the stream skipped is never acknowledged (topology/worker/acks.py).
-        inputs = {frontier_topic, topic_name(settings, "outcomes")}
+        inputs = {topic_name(settings, short) for short in FRONTIER_INPUTS}
         refuse_untracked_acks(app.consumer, inputs)
         seek_uncommitted_to_start(app.consumer, inputs)
         await run_batches(

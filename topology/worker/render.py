@@ -5,7 +5,9 @@ specs (``SharedView`` over ``control`` and ``budget``, as every worker), consume
 the group ``topics.render_group`` (``agents.stream.render_agent.RenderService``) and publishes
 pages, captures, link batches and outcomes with an idempotent aiokafka producer keyed and
 partitioned as the fetch workers' (murmur2 of the origin). No tables, no Faust app: it owns no
-state, so any number of them may run (docs/rendering.md, "The Kafka wiring").
+state, so any number of them may run (docs/rendering.md, "The Kafka wiring"). A page's
+subrequest to another origin is sent in a loan of that origin's slot from its owner
+(``agents.stream.slot_client.RemoteSlots``: claims on ``outcomes``, grants on ``grants``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from streamcrawl.agents.stream.frontier_agent import Publisher
 from streamcrawl.agents.stream.partitioner import key_partition
 from streamcrawl.agents.stream.render_agent import RenderAgent, RenderService
 from streamcrawl.agents.stream.render_metrics import RenderMetrics
+from streamcrawl.agents.stream.slot_client import RemoteSlots
 from streamcrawl.topology.admin.topics import render_group, topic_name
 from streamcrawl.topology.settings import Settings
 from streamcrawl.topology.worker import render_web
@@ -51,6 +54,7 @@ class RenderWorker:
     stages: Stages
     core: CrawlCore
     metrics: RenderMetrics
+    slots: RemoteSlots  # loans of other origins' slots, for the renders' subrequests
 
 
 def build(settings: Settings, core: CrawlCore | None = None) -> RenderWorker:
@@ -78,12 +82,16 @@ def build(settings: Settings, core: CrawlCore | None = None) -> RenderWorker:
         connections_max_idle_ms=540_000,
         request_timeout_ms=PRODUCER_CONNECTION_TIMEOUT_MS,
     )
-    stages = core.stages(lambda _crawl, _url: False, render=True)
+    publish = _publisher(settings, producer)
+    slots = RemoteSlots(
+        publish, connection, topic_name(settings, "grants"), producer.partitions_for
+    )
+    stages = core.stages(lambda _crawl, _url: False, render=True, lender=slots)
     metrics.watch(core.renderer())
     agent = RenderAgent(
         RenderStage(stages),
         view,
-        _publisher(settings, producer),
+        publish,
         metrics,
         page_bytes=settings.max_message_bytes,
     )
@@ -95,7 +103,7 @@ def build(settings: Settings, core: CrawlCore | None = None) -> RenderWorker:
         concurrency=settings.render_concurrency,
         fetch_bytes=settings.max_message_bytes,
     )
-    return RenderWorker(view, producer, service, stages, core, metrics)
+    return RenderWorker(view, producer, service, stages, core, metrics, slots)
 
 
 def _publisher(settings: Settings, producer: AIOKafkaProducer) -> Publisher:
@@ -118,6 +126,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     await worker.producer.start()
     await worker.view.start()
     try:
+        await worker.slots.start()
         await worker.view.ready.wait()
         await worker.service.start()
         log.info("render worker started: %s", topic_name(settings, "render"))
@@ -125,6 +134,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     finally:
         await web.stop()
         await worker.service.stop()
+        await worker.slots.stop()
         await worker.view.stop()
         await worker.producer.stop()
         await worker.stages.close()
